@@ -1,0 +1,52 @@
+import { sql } from "drizzle-orm";
+import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { pipelines } from "./pipelines";
+import { teams } from "./teams";
+
+export type DatasetStatus = "PROCESSING" | "READY" | "FAILED";
+
+export const datasets = pgTable(
+  "datasets",
+  {
+    id: text("id").primaryKey(),
+    teamId: text("team_id")
+      .notNull()
+      .references(() => teams.id, { onDelete: "cascade" }),
+    pipelineId: text("pipeline_id")
+      .notNull()
+      .references(() => pipelines.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    status: text("status", { enum: ["PROCESSING", "READY", "FAILED"] })
+      .notNull()
+      .default("PROCESSING"),
+    /** The selection's filters, as given. */
+    filter: jsonb("filter").$type<Record<string, unknown>>().notNull(),
+    /** Number of samples selected. */
+    size: integer("size").notNull(),
+    /** Samples written so far by the packager. */
+    progress: integer("progress").notNull().default(0),
+    blobKey: text("blob_key"),
+    bytes: bigint("bytes", { mode: "number" }),
+    checksum: text("checksum"),
+    error: text("error"),
+    leaseOwner: text("lease_owner"),
+    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true, mode: "date" }),
+    attempts: integer("attempts").notNull().default(0),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    deletedAt: timestamp("deleted_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [
+    // Names are unique per team among datasets that are not deleted.
+    uniqueIndex("datasets_team_name_idx")
+      .on(t.teamId, t.name)
+      .where(sql`${t.deletedAt} is null`),
+    index("datasets_team_created_idx").on(t.teamId, t.createdAt),
+    // The packager's claim query: PROCESSING rows whose lease is free or expired.
+    index("datasets_processing_idx")
+      .on(t.leaseExpiresAt)
+      .where(sql`${t.status} = 'PROCESSING'`),
+  ],
+);
+
+export type Dataset = typeof datasets.$inferSelect;

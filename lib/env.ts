@@ -1,0 +1,109 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { z } from "zod";
+
+/**
+ * Configuration, validated once for every process (app, worker, CLI, launcher).
+ * A wrong value stops start-up with a message that names the variable.
+ */
+const port = z.coerce.number().int().min(1).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const optionalUrl = z
+  .string()
+  .url()
+  .optional()
+  .or(z.literal("").transform(() => undefined));
+
+const EnvSchema = z.object({
+  PORT: port.default(3000),
+  PUBLIC_URL: optionalUrl,
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+    .optional()
+    .or(z.literal("").transform(() => undefined)),
+  DATA_DIR: z.string().min(1).default("./.data"),
+  AUTH_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** Port of the embedded database when the launcher starts it (0 = any free port). */
+  EMBEDDED_DB_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
+  MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
+  BLOB_DRIVER: z.enum(["local", "s3"]).default("local"),
+  BLOB_DIR: z.string().min(1).optional(),
+  S3_BUCKET: z.string().min(1).optional(),
+  S3_ENDPOINT: optionalUrl,
+  S3_REGION: z.string().min(1).default("us-east-1"),
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
+  S3_FORCE_PATH_STYLE: z
+    .enum(["true", "false", "1", "0"])
+    .default("true")
+    .transform((v) => v === "true" || v === "1"),
+  WORKER_HOST: z.string().min(1).default("127.0.0.1"),
+  WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
+});
+
+export type Env = z.infer<typeof EnvSchema> & {
+  PUBLIC_URL: string;
+  AUTH_SECRET: string;
+  DATA_DIR: string;
+  BLOB_DIR: string;
+};
+
+export class EnvError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "EnvError";
+  }
+}
+
+/** Parses an environment (default: process.env). Throws EnvError naming each bad variable. */
+export function parseEnv(source: Record<string, string | undefined> = process.env): Env {
+  const parsed = EnvSchema.safeParse(source);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new EnvError(`Invalid configuration:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  if (e.BLOB_DRIVER === "s3" && !e.S3_BUCKET) {
+    throw new EnvError("Invalid configuration:\n  S3_BUCKET: required when BLOB_DRIVER=s3");
+  }
+  const dataDir = path.resolve(/*turbopackIgnore: true*/ e.DATA_DIR);
+  return {
+    ...e,
+    DATA_DIR: dataDir,
+    BLOB_DIR: path.resolve(/*turbopackIgnore: true*/ e.BLOB_DIR ?? path.join(dataDir, "blobs")),
+    PUBLIC_URL: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
+    AUTH_SECRET: e.AUTH_SECRET ?? readOrCreateSecret(dataDir),
+  };
+}
+
+/** AUTH_SECRET, when not configured, is generated once and kept in DATA_DIR (mode 0600). */
+function readOrCreateSecret(dataDir: string): string {
+  const file = path.join(dataDir, "auth-secret");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  mkdirSync(dataDir, { recursive: true });
+  const secret = randomBytes(32).toString("base64url");
+  try {
+    writeFileSync(file, secret + "\n", { mode: 0o600, flag: "wx" });
+    return secret;
+  } catch {
+    // Another process created it first: use theirs.
+    return readFileSync(file, "utf8").trim();
+  }
+}
+
+let cached: Env | undefined;
+
+/** The validated configuration of this process. */
+export function env(): Env {
+  cached ??= parseEnv();
+  return cached;
+}
+
+/** For tests and the launcher, which change the environment before children read it. */
+export function resetEnvCache(): void {
+  cached = undefined;
+}
