@@ -1,0 +1,135 @@
+import { and, desc, eq, sql } from "drizzle-orm";
+import type { DbOrTx } from "../db/client";
+import { apiKeys, deployments, teams, type ApiKey, type Team } from "../db/schema";
+import { notFound, unauthorized } from "../errors";
+import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKind } from "../auth/key-secret";
+import { newId } from "../ids";
+
+export type CreatedKey = { key: ApiKey; secret: string };
+
+/** Creates a key; the secret is returned here once and never stored. */
+export async function createApiKey(
+  db: DbOrTx,
+  input: { teamId: string; kind: KeyKind; name?: string | null; deploymentId?: string | null },
+): Promise<CreatedKey> {
+  if (input.kind === "api" && input.deploymentId) {
+    throw new Error("Only model keys can be scoped to a deployment.");
+  }
+  const secret = generateKeySecret(input.kind);
+  const [key] = await db
+    .insert(apiKeys)
+    .values({
+      id: newId("key"),
+      teamId: input.teamId,
+      kind: input.kind,
+      name: input.name?.trim() || null,
+      deploymentId: input.deploymentId ?? null,
+      prefix: displayPrefix(secret),
+      hash: hashKeySecret(secret),
+    })
+    .returning();
+  return { key: key!, secret };
+}
+
+export async function listApiKeys(db: DbOrTx, teamId: string) {
+  return db
+    .select({
+      id: apiKeys.id,
+      kind: apiKeys.kind,
+      name: apiKeys.name,
+      prefix: apiKeys.prefix,
+      deploymentId: apiKeys.deploymentId,
+      deploymentName: deployments.name,
+      createdAt: apiKeys.createdAt,
+      lastUsedAt: apiKeys.lastUsedAt,
+      revokedAt: apiKeys.revokedAt,
+    })
+    .from(apiKeys)
+    .leftJoin(deployments, eq(deployments.id, apiKeys.deploymentId))
+    .where(eq(apiKeys.teamId, teamId))
+    .orderBy(desc(apiKeys.createdAt));
+}
+
+/** Revokes a key. With `teamId`, a key of another team is "not found". Idempotent. */
+export async function revokeApiKey(db: DbOrTx, input: { id: string; teamId?: string }): Promise<ApiKey> {
+  const where = input.teamId
+    ? and(eq(apiKeys.id, input.id), eq(apiKeys.teamId, input.teamId))
+    : eq(apiKeys.id, input.id);
+  const [key] = await db
+    .update(apiKeys)
+    .set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, now())` })
+    .where(where)
+    .returning();
+  if (!key) throw notFound(`No key with id '${input.id}'.`, "id");
+  return key;
+}
+
+export type KeyPrincipal = { key: Pick<ApiKey, "id" | "kind" | "deploymentId" | "lastUsedAt">; team: Team };
+
+/** last_used_at is written at most once a minute per key, never awaited on the request path. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * Resolves `Authorization: Bearer <secret>` to its key and team. Missing, malformed, unknown,
+ * revoked or wrong-kind keys all get 401 (with a message that helps the key's holder).
+ */
+export async function authenticateKey(
+  db: DbOrTx,
+  authorization: string | null | undefined,
+  expected: KeyKind,
+): Promise<KeyPrincipal> {
+  const what = expected === "api" ? "API key" : "model key";
+  if (!authorization) throw unauthorized(`Missing ${what}: send 'Authorization: Bearer <${what}>'.`);
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  if (!m) throw unauthorized(`Malformed Authorization header: expected 'Bearer <${what}>'.`);
+  const secret = m[1]!;
+  const kind = secretKind(secret);
+  if (!kind) throw unauthorized(`Invalid ${what}.`);
+  if (kind !== expected) {
+    throw unauthorized(
+      expected === "api"
+        ? "This is a model key; the hosted API takes an API key."
+        : "This is an API key; deployments take a model key.",
+    );
+  }
+  const [row] = await db
+    .select({
+      key: {
+        id: apiKeys.id,
+        kind: apiKeys.kind,
+        deploymentId: apiKeys.deploymentId,
+        lastUsedAt: apiKeys.lastUsedAt,
+        revokedAt: apiKeys.revokedAt,
+      },
+      team: teams,
+    })
+    .from(apiKeys)
+    .innerJoin(teams, eq(teams.id, apiKeys.teamId))
+    .where(eq(apiKeys.hash, hashKeySecret(secret)));
+  if (!row || row.key.kind !== expected) throw unauthorized(`Invalid ${what}.`);
+  if (row.key.revokedAt) throw unauthorized(`This ${what} has been revoked.`);
+  touchLastUsed(db, row.key.id, row.key.lastUsedAt);
+  return { key: row.key, team: row.team };
+}
+
+const lastTouched = new Map<string, number>();
+
+function touchLastUsed(db: DbOrTx, keyId: string, lastUsedAt: Date | null): void {
+  const now = Date.now();
+  const seen = Math.max(lastTouched.get(keyId) ?? 0, lastUsedAt?.getTime() ?? 0);
+  if (now - seen < LAST_USED_RESOLUTION_MS) return;
+  lastTouched.set(keyId, now);
+  if (lastTouched.size > 10_000) lastTouched.clear();
+  db.update(apiKeys)
+    .set({ lastUsedAt: sql`now()` })
+    .where(
+      and(
+        eq(apiKeys.id, keyId),
+        sql`(${apiKeys.lastUsedAt} is null or ${apiKeys.lastUsedAt} < now() - interval '1 minute')`,
+      ),
+    )
+    .then(
+      () => {},
+      (err: unknown) => console.error("last_used_at update failed", err),
+    );
+}
