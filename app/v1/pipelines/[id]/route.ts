@@ -1,0 +1,6 @@
+import { apiRoute } from "@/lib/http/api-route";
+import { getPipeline, toPipelineDto } from "@/lib/services/pipelines";
+
+export const GET = apiRoute({}, async ({ handle, principal, params }) =>
+  toPipelineDto(await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! })),
+);

@@ -1,0 +1,12 @@
+import { SelectionBody } from "@/lib/contracts/pipelines";
+import { apiRoute } from "@/lib/http/api-route";
+import { jsonArrayStream } from "@/lib/http/json-stream";
+import { getPipeline } from "@/lib/services/pipelines";
+import { streamSelection } from "@/lib/services/samples";
+
+// The array is streamed from a database cursor: memory stays flat however many samples match.
+export const POST = apiRoute({ body: SelectionBody }, async ({ handle, principal, params, body }) => {
+  const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
+  const stream = jsonArrayStream(streamSelection(handle.db, { pipelineId: pipeline.id, selection: body }));
+  return new Response(stream, { headers: { "content-type": "application/json; charset=utf-8" } });
+});

@@ -1,0 +1,7 @@
+import { CreatePipelineBody } from "@/lib/contracts/pipelines";
+import { apiRoute } from "@/lib/http/api-route";
+import { createPipeline, toPipelineDto } from "@/lib/services/pipelines";
+
+export const POST = apiRoute({ body: CreatePipelineBody }, async ({ handle, principal, body }) =>
+  toPipelineDto(await createPipeline(handle.db, { teamId: principal.team.id, name: body.name })),
+);

@@ -1,0 +1,8 @@
+import { apiRoute } from "@/lib/http/api-route";
+import { listPipelines, toPipelineDto } from "@/lib/services/pipelines";
+
+export const dynamic = "force-dynamic";
+
+export const GET = apiRoute({}, async ({ handle, principal }) =>
+  (await listPipelines(handle.db, principal.team.id)).map(toPipelineDto),
+);

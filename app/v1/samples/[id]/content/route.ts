@@ -1,0 +1,17 @@
+import { forbidden, notFound } from "@/lib/errors";
+import { apiRoute } from "@/lib/http/api-route";
+import { getSampleMessages } from "@/lib/services/samples";
+import { verifySignedUrl } from "@/lib/signing";
+
+// A sample's signed URL: the signature is the only credential. Tampered or expired: 403, no content.
+export const GET = apiRoute({ auth: "none" }, async ({ req, handle, params }) => {
+  const check = verifySignedUrl(new URL(req.url));
+  if (!check.ok) {
+    throw forbidden(
+      check.reason === "expired" ? "This signed URL has expired." : "This URL's signature is missing or invalid.",
+    );
+  }
+  const messages = await getSampleMessages(handle.db, params.id!);
+  if (!messages) throw notFound("This sample no longer exists.");
+  return Response.json(messages, { headers: { "cache-control": "private, max-age=60" } });
+});
