@@ -1,0 +1,161 @@
+// `npm run cli -- <command> [--flags]`: administration against the same database as the app,
+// whether the app is running or not. Exit code 2 for usage errors, 1 for anything that failed.
+import { parseArgs } from "node:util";
+import { and, eq } from "drizzle-orm";
+import type { DbHandle } from "@/lib/db/client";
+import { deployments } from "@/lib/db/schema";
+import { ApiError } from "@/lib/errors";
+import { EnvError } from "@/lib/env";
+import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
+import { createTeam, getTeamBySlug } from "@/lib/services/teams";
+import { createUser } from "@/lib/services/users";
+import { withAppDatabase } from "./lib/database";
+
+class UsageError extends Error {}
+
+type Command = {
+  usage: string;
+  flags: Record<string, { type: "string"; required?: boolean }>;
+  run: (h: DbHandle, f: Record<string, string | undefined>) => Promise<void>;
+};
+
+const commands: Record<string, Command> = {
+  "team:create": {
+    usage: "team:create --slug S [--name N]",
+    flags: { slug: { type: "string", required: true }, name: { type: "string" } },
+    run: async ({ db }, f) => {
+      const team = await createTeam(db, { slug: f.slug!, name: f.name });
+      console.log(`created team ${team.slug} (${team.id})`);
+    },
+  },
+  "user:create": {
+    usage: "user:create --email E --password P --team S",
+    flags: {
+      email: { type: "string", required: true },
+      password: { type: "string", required: true },
+      team: { type: "string", required: true },
+    },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const user = await createUser(db, { email: f.email!, password: f.password!, teamId: team.id });
+      console.log(`created user ${user.email} (${user.id}) in team ${team.slug}`);
+    },
+  },
+  "key:create": {
+    usage: "key:create --team S --kind api|model [--deployment NAME] [--name LABEL]",
+    flags: {
+      team: { type: "string", required: true },
+      kind: { type: "string", required: true },
+      deployment: { type: "string" },
+      name: { type: "string" },
+    },
+    run: async ({ db }, f) => {
+      if (f.kind !== "api" && f.kind !== "model") throw new UsageError("--kind must be 'api' or 'model'");
+      if (f.deployment && f.kind !== "model") throw new UsageError("--deployment applies to model keys only");
+      const team = await getTeamBySlug(db, f.team!);
+      let deploymentId: string | undefined;
+      if (f.deployment) {
+        const [dep] = await db
+          .select({ id: deployments.id })
+          .from(deployments)
+          .where(and(eq(deployments.teamId, team.id), eq(deployments.name, f.deployment)));
+        if (!dep) throw new UsageError(`team ${team.slug} has no deployment named '${f.deployment}'`);
+        deploymentId = dep.id;
+      }
+      const { key, secret } = await createApiKey(db, { teamId: team.id, kind: f.kind, name: f.name, deploymentId });
+      console.log(`created ${key.kind} key ${key.id} for team ${team.slug}; the secret is shown once:`);
+      console.log(secret);
+    },
+  },
+  "key:list": {
+    usage: "key:list --team S",
+    flags: { team: { type: "string", required: true } },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const keys = await listApiKeys(db, team.id);
+      if (keys.length === 0) return console.log(`team ${team.slug} has no keys`);
+      const rows = keys.map((k) => ({
+        id: k.id,
+        kind: k.kind,
+        name: k.name ?? "",
+        prefix: `${k.prefix}…`,
+        deployment: k.deploymentName ?? "",
+        created: k.createdAt.toISOString(),
+        last_used: k.lastUsedAt?.toISOString() ?? "never",
+        status: k.revokedAt ? "revoked" : "active",
+      }));
+      printTable(rows);
+    },
+  },
+  "key:revoke": {
+    usage: "key:revoke --id ID",
+    flags: { id: { type: "string", required: true } },
+    run: async ({ db }, f) => {
+      const key = await revokeApiKey(db, { id: f.id! });
+      console.log(`revoked ${key.kind} key ${key.id}`);
+    },
+  },
+};
+
+function printTable(rows: Record<string, string>[]): void {
+  const cols = Object.keys(rows[0]!);
+  const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => r[c]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(width[i]!))
+      .join("  ")
+      .trimEnd();
+  console.log(line(cols));
+  for (const r of rows) console.log(line(cols.map((c) => r[c]!)));
+}
+
+function usage(): string {
+  return [
+    "usage: npm run cli -- <command> [flags]",
+    "",
+    "commands:",
+    ...Object.values(commands).map((c) => `  ${c.usage}`),
+  ].join("\n");
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === "help" || name === "--help") {
+    console.log(usage());
+    return 0;
+  }
+  if (!name) throw new UsageError(`no command given\n\n${usage()}`);
+  const command = commands[name];
+  if (!command) throw new UsageError(`unknown command '${name}'\n\n${usage()}`);
+  let values: Record<string, string | undefined>;
+  try {
+    values = parseArgs({ args: rest, options: command.flags, strict: true, allowPositionals: false }).values as Record<
+      string,
+      string | undefined
+    >;
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\nusage: npm run cli -- ${command.usage}`);
+  }
+  for (const [flag, spec] of Object.entries(command.flags)) {
+    if (spec.required && !values[flag])
+      throw new UsageError(`--${flag} is required\nusage: npm run cli -- ${command.usage}`);
+  }
+  await withAppDatabase((h) => command.run(h, values));
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      console.error(`error: ${err.message}`);
+      process.exit(2);
+    }
+    if (err instanceof ApiError || err instanceof EnvError) {
+      console.error(`error: ${err.message}`);
+      process.exit(err instanceof ApiError && err.type === "invalid_request" ? 2 : 1);
+    }
+    console.error("error:", err);
+    process.exit(1);
+  },
+);

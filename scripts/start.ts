@@ -1,0 +1,147 @@
+// `npm start`: builds the app if needed, starts the embedded database (unless DATABASE_URL is
+// set), applies migrations, seeds a demo team on first run, then runs the web app and the
+// worker until Ctrl-C, which stops every process it started.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { connect } from "@/lib/db/client";
+import { startEmbeddedDb, type EmbeddedDb } from "@/lib/db/embedded";
+import { migrateDatabase } from "@/lib/db/migrate";
+import { readEmbeddedInfo } from "@/lib/db/url";
+import { EnvError, parseEnv } from "@/lib/env";
+import { seedDemo, type DemoCredentials } from "@/lib/services/demo";
+import { ensureBuild, repoRoot } from "./lib/build";
+import { embeddedDataDir } from "./lib/database";
+
+const children: ChildProcess[] = [];
+let embedded: EmbeddedDb | undefined;
+let stopping = false;
+
+async function main(): Promise<void> {
+  const e = parseEnv();
+  mkdirSync(e.DATA_DIR, { recursive: true });
+  ensureBuild();
+
+  let databaseUrl = e.DATABASE_URL;
+  if (!databaseUrl) {
+    const running = readEmbeddedInfo(e.DATA_DIR);
+    if (running) throw new Error(`Another 'npm start' (pid ${running.pid}) is already serving ${e.DATA_DIR}.`);
+    embedded = await startEmbeddedDb({
+      dir: embeddedDataDir(e.DATA_DIR),
+      port: e.EMBEDDED_DB_PORT,
+      infoDir: e.DATA_DIR,
+    });
+    databaseUrl = embedded.url;
+  }
+  await migrateDatabase(databaseUrl);
+  const handle = connect(databaseUrl, { max: 1 });
+  const demo = await seedDemo(handle.db);
+  await handle.close();
+  if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
+
+  const childEnv = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    AUTH_SECRET: e.AUTH_SECRET,
+    PUBLIC_URL: e.PUBLIC_URL,
+    DATA_DIR: e.DATA_DIR,
+    PORT: String(e.PORT),
+    NEXT_TELEMETRY_DISABLED: "1",
+    NEXTAUTH_URL: e.PUBLIC_URL,
+  };
+  run("app", [path.join(repoRoot, "node_modules/next/dist/bin/next"), "start", "-p", String(e.PORT)], childEnv);
+  run("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], childEnv);
+
+  await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
+  printBanner(e.PUBLIC_URL, e.DATA_DIR, demo, Boolean(e.DATABASE_URL));
+}
+
+function run(name: string, args: string[], childEnv: NodeJS.ProcessEnv): void {
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env: childEnv,
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  children.push(child);
+  child.on("exit", (code, signal) => {
+    if (stopping) return;
+    console.error(`\n[start] ${name} exited (${signal ?? `code ${code}`}); stopping everything.`);
+    void shutdown(1);
+  });
+}
+
+async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`The web app did not answer at ${url} within ${timeoutMs / 1000}s.`);
+}
+
+function writeFirstRunFile(dataDir: string, url: string, demo: DemoCredentials): void {
+  const text = [
+    `URL:       ${url}`,
+    `Sign in:   ${demo.email} / ${demo.password}`,
+    `API key:   ${demo.apiKey}`,
+    `Model key: ${demo.modelKey}`,
+    "",
+  ].join("\n");
+  writeFileSync(path.join(dataDir, "first-run.txt"), text, { mode: 0o600 });
+}
+
+function printBanner(url: string, dataDir: string, demo: DemoCredentials | null, external: boolean): void {
+  const lines = ["", "  LM Platform is running.", "", `  Open:       ${url}`];
+  if (demo) {
+    lines.push(
+      `  Sign in:    ${demo.email} / ${demo.password}`,
+      `  API key:    ${demo.apiKey}`,
+      `  Model key:  ${demo.modelKey}`,
+      "",
+      `  These were created on this first run and are also saved in ${path.join(dataDir, "first-run.txt")}.`,
+    );
+  } else {
+    lines.push(
+      `  Sign in:    with your account (the first run's demo credentials are in ${path.join(dataDir, "first-run.txt")})`,
+      "  New keys:   npm run cli -- key:create --team <slug> --kind api|model",
+    );
+  }
+  lines.push(
+    "",
+    `  Try it:     curl -H "Authorization: Bearer ${demo?.apiKey ?? "<API key>"}" ${url}/v1/pipelines/list`,
+    `  Database:   ${external ? "DATABASE_URL" : `embedded (files in ${embeddedDataDir(dataDir)})`}`,
+    "  Stop:       Ctrl-C",
+    "",
+  );
+  console.log(lines.join("\n"));
+}
+
+async function shutdown(code: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once("exit", () => resolve());
+          child.kill("SIGTERM");
+          setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
+        }),
+    ),
+  );
+  await embedded?.stop().catch(() => {});
+  process.exit(code);
+}
+
+process.on("SIGINT", () => void shutdown(0));
+process.on("SIGTERM", () => void shutdown(0));
+
+main().catch(async (err: unknown) => {
+  console.error(err instanceof EnvError || err instanceof Error ? `error: ${err.message}` : err);
+  await shutdown(1);
+});
