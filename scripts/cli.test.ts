@@ -1,0 +1,71 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+const root = path.resolve(import.meta.dirname, "..");
+const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-cli-"));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+/** Runs the CLI as a user would, on the embedded database in a fresh DATA_DIR (no app running). */
+function cli(...args: string[]) {
+  const env = { ...process.env, DATA_DIR: dataDir };
+  delete env.DATABASE_URL;
+  const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
+    cwd: root,
+    env,
+    encoding: "utf8",
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr, lastLine: r.stdout.trim().split("\n").at(-1) ?? "" };
+}
+
+describe("cli", () => {
+  it("creates teams, users and keys, lists and revokes keys, on the embedded database", () => {
+    expect(cli("team:create", "--slug", "acme", "--name", "Acme").code).toBe(0);
+    const user = cli("user:create", "--email", "Ann@Example.com", "--password", "correct horse", "--team", "acme");
+    expect(user.code, user.stderr).toBe(0);
+    expect(user.stdout).toContain("ann@example.com");
+
+    const api = cli("key:create", "--team", "acme", "--kind", "api", "--name", "ci");
+    expect(api.code, api.stderr).toBe(0);
+    expect(api.lastLine).toMatch(/^lmp_sk_[A-Za-z0-9_-]{43}$/);
+    const model = cli("key:create", "--team", "acme", "--kind", "model");
+    expect(model.lastLine).toMatch(/^lmp_mk_[A-Za-z0-9_-]{43}$/);
+
+    const list = cli("key:list", "--team", "acme");
+    expect(list.code).toBe(0);
+    const rows = list.stdout.trim().split("\n").slice(1);
+    expect(rows).toHaveLength(2);
+    expect(list.stdout).toContain(api.lastLine.slice(0, 11));
+    expect(list.stdout).not.toContain(api.lastLine); // never the whole secret
+
+    const keyId = /key_[a-z0-9]{20}/.exec(api.stdout)![0];
+    const revoke = cli("key:revoke", "--id", keyId);
+    expect(revoke.code).toBe(0);
+    const after = cli("key:list", "--team", "acme");
+    expect(after.stdout.split("\n").find((l) => l.startsWith(keyId))).toMatch(/revoked$/);
+  });
+
+  it("fails with a clear message and a non-zero exit on bad input", () => {
+    expect(cli("team:create", "--slug", "beta").code).toBe(0);
+    const cases: [string[], RegExp][] = [
+      [[], /usage/],
+      [["nope"], /unknown command 'nope'/],
+      [["team:create"], /--slug is required/],
+      [["team:create", "--slug", "Bad Slug"], /slug/],
+      [["team:create", "--slug", "beta2", "--bogus", "x"], /Unknown option '--bogus'/],
+      [["key:create", "--team", "missing", "--kind", "api"], /No team with slug 'missing'/],
+      [["key:create", "--team", "beta", "--kind", "admin"], /--kind must be 'api' or 'model'/],
+      [["key:create", "--team", "beta", "--kind", "api", "--deployment", "d"], /model keys only/],
+      [["key:create", "--team", "beta", "--kind", "model", "--deployment", "d"], /no deployment named 'd'/],
+      [["user:create", "--email", "not-an-email", "--password", "long enough", "--team", "beta"], /email/],
+      [["key:revoke", "--id", "key_doesnotexist"], /No key with id/],
+    ];
+    for (const [args, message] of cases) {
+      const r = cli(...args);
+      expect(r.code, args.join(" ")).not.toBe(0);
+      expect(r.stderr, args.join(" ")).toMatch(message);
+    }
+  });
+});

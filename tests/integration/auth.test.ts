@@ -1,0 +1,64 @@
+import { eq } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { apiKeys } from "@/lib/db/schema";
+import { revokeApiKey } from "@/lib/services/api-keys";
+import { client, db, makeTeam } from "../helpers/context";
+
+const ErrorShape = (type: string) => ({ error: expect.objectContaining({ type, message: expect.any(String) }) });
+
+describe("API key authentication", () => {
+  it("rejects a missing key with 401 and the error body", async () => {
+    const res = await client().get("/v1/pipelines/list");
+    expect(res.status).toBe(401);
+    expect(res.json).toEqual(ErrorShape("unauthorized"));
+    expect(res.json.error.message).toMatch(/Authorization: Bearer/);
+  });
+
+  it("rejects a malformed Authorization header", async () => {
+    for (const header of ["Basic abc", "Bearer", "Bearer a b", "lmp_sk_x"]) {
+      const res = await client().get("/v1/pipelines/list", { authorization: header });
+      expect(res.status, header).toBe(401);
+      expect(res.json).toEqual(ErrorShape("unauthorized"));
+    }
+  });
+
+  it("rejects an unknown key of the right shape", async () => {
+    const res = await client("lmp_sk_" + "A".repeat(43)).get("/v1/pipelines/list");
+    expect(res.status).toBe(401);
+    expect(res.json.error.message).toBe("Invalid API key.");
+  });
+
+  it("does not take a model key as an API key", async () => {
+    const team = await makeTeam();
+    const res = await client(team.modelKey).get("/v1/pipelines/list");
+    expect(res.status).toBe(401);
+    expect(res.json.error.message).toMatch(/model key/);
+  });
+
+  it("accepts a valid key and records last_used_at", async () => {
+    const team = await makeTeam();
+    const before = await db().db.select().from(apiKeys).where(eq(apiKeys.id, team.keyId));
+    expect(before[0]!.lastUsedAt).toBeNull();
+    const res = await client(team.apiKey).get("/v1/pipelines/list");
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual([]);
+    await expect
+      .poll(async () => (await db().db.select().from(apiKeys).where(eq(apiKeys.id, team.keyId)))[0]!.lastUsedAt)
+      .not.toBeNull();
+  });
+
+  it("rejects a key as soon as it is revoked", async () => {
+    const team = await makeTeam();
+    expect((await client(team.apiKey).get("/v1/pipelines/list")).status).toBe(200);
+    await revokeApiKey(db().db, { id: team.keyId, teamId: team.id });
+    const res = await client(team.apiKey).get("/v1/pipelines/list");
+    expect(res.status).toBe(401);
+    expect(res.json.error.message).toMatch(/revoked/);
+  });
+
+  it("answers unknown /v1 paths with the JSON error body", async () => {
+    const res = await client().get("/v1/nope");
+    expect(res.status).toBe(404);
+    expect(res.json).toEqual(ErrorShape("not_found"));
+  });
+});
