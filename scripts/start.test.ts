@@ -102,4 +102,16 @@ describe("npm start", () => {
     await sql2.end();
     expect(await stop(second)).toBe(0);
   }, 240_000);
+
+  it("refuses to start on a wrong setting, naming the variable", () => {
+    const env = { ...process.env, DATA_DIR: dataDir, PORT: "not-a-port" };
+    const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/start.ts")], {
+      cwd: root,
+      env,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/Invalid configuration:\n\s+PORT:/);
+  });
 });

@@ -1,0 +1,52 @@
+import { mkdtempSync, readFileSync, statSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { EnvError, parseEnv } from "./env";
+
+const tmp = () => mkdtempSync(path.join(os.tmpdir(), "lmp-env-"));
+
+describe("parseEnv", () => {
+  it("applies the documented defaults", () => {
+    const dir = tmp();
+    const e = parseEnv({ DATA_DIR: dir });
+    expect(e.PORT).toBe(3000);
+    expect(e.PUBLIC_URL).toBe("http://localhost:3000");
+    expect(e.DATABASE_URL).toBeUndefined();
+    expect(e.SIGNED_URL_TTL_SECONDS).toBe(3600);
+    expect(e.MAX_BODY_BYTES).toBe(1024 * 1024);
+    expect(e.BLOB_DRIVER).toBe("local");
+    expect(e.BLOB_DIR).toBe(path.join(dir, "blobs"));
+    expect(parseEnv({ DATA_DIR: dir, PORT: "8080" }).PUBLIC_URL).toBe("http://localhost:8080");
+    expect(parseEnv({ DATA_DIR: dir, PUBLIC_URL: "https://lm.example.com/" }).PUBLIC_URL).toBe(
+      "https://lm.example.com",
+    );
+  });
+
+  it("generates AUTH_SECRET once, keeps it in DATA_DIR with mode 0600, and reuses it", () => {
+    const dir = tmp();
+    const first = parseEnv({ DATA_DIR: dir }).AUTH_SECRET;
+    expect(first.length).toBeGreaterThanOrEqual(32);
+    expect(readFileSync(path.join(dir, "auth-secret"), "utf8").trim()).toBe(first);
+    expect(statSync(path.join(dir, "auth-secret")).mode & 0o777).toBe(0o600);
+    expect(parseEnv({ DATA_DIR: dir }).AUTH_SECRET).toBe(first);
+    const given = "x".repeat(40);
+    expect(parseEnv({ DATA_DIR: dir, AUTH_SECRET: given }).AUTH_SECRET).toBe(given);
+  });
+
+  it.each([
+    [{ PORT: "abc" }, "PORT"],
+    [{ PORT: "70000" }, "PORT"],
+    [{ PUBLIC_URL: "not a url" }, "PUBLIC_URL"],
+    [{ DATABASE_URL: "mysql://x" }, "DATABASE_URL"],
+    [{ AUTH_SECRET: "short" }, "AUTH_SECRET"],
+    [{ SIGNED_URL_TTL_SECONDS: "0" }, "SIGNED_URL_TTL_SECONDS"],
+    [{ MAX_BODY_BYTES: "-5" }, "MAX_BODY_BYTES"],
+    [{ BLOB_DRIVER: "ftp" }, "BLOB_DRIVER"],
+    [{ BLOB_DRIVER: "s3" }, "S3_BUCKET"],
+  ])("rejects %o with a message naming %s", (vars, name) => {
+    const run = () => parseEnv({ DATA_DIR: tmp(), ...vars });
+    expect(run).toThrow(EnvError);
+    expect(run).toThrow(new RegExp(`^Invalid configuration:\\n  ${name}:`));
+  });
+});
