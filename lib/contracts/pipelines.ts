@@ -8,7 +8,7 @@ export const LIMITS = {
   labelChars: 256,
   metadataKeys: 64,
   metadataKeyChars: 128,
-  metadataValueChars: 1024,
+  metadataValueChars: 512,
   pipelineNameChars: 200,
 } as const;
 

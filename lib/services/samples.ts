@@ -1,14 +1,14 @@
-import { and, asc, eq, sql, type SQL } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { pipelines, samples, type Sample } from "../db/schema";
+import { pipelines, sampleLabels, samples } from "../db/schema";
 import type { AddSampleInput, SampleDto, Selection } from "../contracts/pipelines";
 import { newId } from "../ids";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
 
 /**
- * Adds a sample. One statement: the insert selects the pipeline by id *and* team, so an
- * unknown or foreign pipeline inserts nothing and is reported as not found.
+ * Adds a sample and its metadata labels in one statement. The insert selects the pipeline by
+ * id *and* team, so an unknown or foreign pipeline inserts nothing and is reported as not found.
  */
 export async function addSample(
   db: DbOrTx,
@@ -18,56 +18,86 @@ export async function addSample(
   const { messages, userId, groupId, metadata } = input.sample;
   const metadataValue = metadata && Object.keys(metadata).length > 0 ? JSON.stringify(metadata) : null;
   const rows = await db.execute<{ id: string }>(sql`
-    insert into ${samples} (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
-    select ${id}, p.id, p.team_id, ${JSON.stringify(messages)}::jsonb, ${messages.length},
-           ${userId ?? null}, ${groupId ?? null}, ${metadataValue}::jsonb
-    from ${pipelines} p
-    where p.id = ${input.pipelineId} and p.team_id = ${input.teamId}
-    returning id`);
+    with p as (
+      select id, team_id from ${pipelines} where id = ${input.pipelineId} and team_id = ${input.teamId}
+    ), s as (
+      insert into ${samples} (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
+      select ${id}, p.id, p.team_id, ${JSON.stringify(messages)}::jsonb, ${messages.length},
+             ${userId ?? null}, ${groupId ?? null}, ${metadataValue}::jsonb
+      from p
+      returning id, pipeline_id, created_at, metadata
+    ), l as (
+      insert into ${sampleLabels} (pipeline_id, key, value, created_at, sample_id)
+      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
+      from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
+    )
+    select id from s`);
   if (rows.length === 0) throw pipelineNotFound(input.pipelineId);
   return { id };
 }
 
-/** The WHERE clause of a selection (pipeline ownership is checked by the caller). */
-export function selectionWhere(pipelineId: string, s: Selection): SQL {
-  const conditions: SQL[] = [eq(samples.pipelineId, pipelineId)];
-  if (s.userId !== undefined) conditions.push(eq(samples.userId, s.userId));
-  if (s.groupId !== undefined) conditions.push(eq(samples.groupId, s.groupId));
-  if (s.metadata && Object.keys(s.metadata).length > 0) {
-    // `@>` is served by the GIN index samples_metadata_idx.
-    conditions.push(sql`${samples.metadata} @> ${JSON.stringify(s.metadata)}::jsonb`);
+type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
+
+/**
+ * Where a selection's rows come from. Without metadata: samples, through the order index or
+ * the user/group indexes. With metadata: the labels of the first key, merge-joined with the
+ * labels of every other key on (created_at, sample_id), which is also the selection order.
+ * `withSamples` joins the samples themselves (for listing, or to filter by user/group).
+ */
+function selectionSource(pipelineId: string, s: Selection, withSamples: boolean): Source {
+  const labels = Object.entries(s.metadata ?? {});
+  const sampleFilters: SQL[] = [];
+  if (s.userId !== undefined) sampleFilters.push(sql`s.user_id = ${s.userId}`);
+  if (s.groupId !== undefined) sampleFilters.push(sql`s.group_id = ${s.groupId}`);
+  if (labels.length === 0) {
+    return {
+      from: sql`samples s`,
+      where: [sql`s.pipeline_id = ${pipelineId}`, ...sampleFilters],
+      ts: sql`s.created_at`,
+      id: sql`s.id`,
+    };
   }
-  return and(...conditions)!;
+  const [[key0, value0], ...rest] = labels as [[string, string], ...[string, string][]];
+  let from = sql`sample_labels l0`;
+  rest.forEach(([key, value], i) => {
+    const l = sql.raw(`l${i + 1}`);
+    from = sql`${from} join sample_labels ${l} on ${l}.pipeline_id = l0.pipeline_id and ${l}.key = ${key}
+      and ${l}.value = ${value} and ${l}.created_at = l0.created_at and ${l}.sample_id = l0.sample_id`;
+  });
+  if (withSamples || sampleFilters.length > 0) from = sql`${from} join samples s on s.id = l0.sample_id`;
+  return {
+    from,
+    where: [sql`l0.pipeline_id = ${pipelineId}`, sql`l0.key = ${key0}`, sql`l0.value = ${value0}`, ...sampleFilters],
+    ts: sql`l0.created_at`,
+    id: sql`l0.sample_id`,
+  };
 }
 
-/** Every selection lists in (created_at, id) order: stable, so limit/offset pages neither repeat nor skip. */
-export const selectionOrder = [asc(samples.createdAt), asc(samples.id)];
-
-const listColumns = {
-  id: samples.id,
-  length: samples.length,
-  pipelineId: samples.pipelineId,
-  teamId: samples.teamId,
-  createdAt: samples.createdAt,
-  userId: samples.userId,
-  groupId: samples.groupId,
-  metadata: samples.metadata,
+type SampleRow = {
+  id: string;
+  length: number;
+  pipeline_id: string;
+  team_id: string;
+  created_at: Date;
+  created_at_text: string;
+  user_id: string | null;
+  group_id: string | null;
+  metadata: Record<string, string> | null;
 };
-type SampleListRow = Pick<Sample, keyof typeof listColumns>;
 
 export function sampleContentPath(sampleId: string): string {
   return `/v1/samples/${sampleId}/content`;
 }
 
-export function toSampleDto(row: SampleListRow, now = Date.now()): SampleDto {
+export function toSampleDto(row: SampleRow, now = Date.now()): SampleDto {
   return {
     id: row.id,
     length: row.length,
-    pipelineId: row.pipelineId,
-    teamId: row.teamId,
-    createdAt: new Date(row.createdAt).toISOString(),
-    userId: row.userId,
-    groupId: row.groupId,
+    pipelineId: row.pipeline_id,
+    teamId: row.team_id,
+    createdAt: new Date(row.created_at).toISOString(),
+    userId: row.user_id,
+    groupId: row.group_id,
     metadata: row.metadata,
     url: signedUrl(sampleContentPath(row.id), undefined, now),
   };
@@ -83,28 +113,27 @@ export async function* streamSelection(
   input: { pipelineId: string; selection: Selection; batch?: number },
 ): AsyncGenerator<SampleDto> {
   const batch = input.batch ?? 500;
-  const where = selectionWhere(input.pipelineId, input.selection);
+  const src = selectionSource(input.pipelineId, input.selection, true);
   let remaining = input.selection.limit ?? Number.POSITIVE_INFINITY;
   // created_at travels as text: a JS Date would drop the microseconds and break the keyset.
   let after: { createdAt: string; id: string } | undefined;
   while (remaining > 0) {
     const size = Math.min(batch, remaining);
-    const rows = await db
-      .select({ ...listColumns, createdAtText: sql<string>`${samples.createdAt}::text` })
-      .from(samples)
-      .where(
-        after
-          ? and(where, sql`(${samples.createdAt}, ${samples.id}) > (${after.createdAt}::timestamptz, ${after.id})`)
-          : where,
-      )
-      .orderBy(...selectionOrder)
-      .limit(size)
-      .offset(after ? 0 : (input.selection.offset ?? 0));
+    const where = after
+      ? [...src.where, sql`(${src.ts}, ${src.id}) > (${after.createdAt}::timestamptz, ${after.id})`]
+      : src.where;
+    const rows = await db.execute<SampleRow>(sql`
+      select s.id, s.length, s.pipeline_id, s.team_id, s.created_at, s.created_at::text as created_at_text,
+             s.user_id, s.group_id, s.metadata
+      from ${src.from}
+      where ${sql.join(where, sql` and `)}
+      order by ${src.ts}, ${src.id}
+      limit ${size} offset ${after ? 0 : (input.selection.offset ?? 0)}`);
     const now = Date.now();
     for (const row of rows) yield toSampleDto(row, now);
     if (rows.length < size) return;
     const last = rows[rows.length - 1]!;
-    after = { createdAt: last.createdAtText, id: last.id };
+    after = { createdAt: last.created_at_text, id: last.id };
     remaining -= rows.length;
   }
 }
@@ -112,10 +141,10 @@ export async function* streamSelection(
 /** Number of samples the same selection would list (limit and offset applied). */
 export async function countSelection(db: DbOrTx, input: { pipelineId: string; selection: Selection }): Promise<number> {
   const { limit, offset } = input.selection;
-  const [row] = await db
-    .select({ count: sql<number>`count(*)::int` })
-    .from(samples)
-    .where(selectionWhere(input.pipelineId, input.selection));
+  const src = selectionSource(input.pipelineId, input.selection, false);
+  const [row] = await db.execute<{ count: number }>(
+    sql`select count(*)::int as count from ${src.from} where ${sql.join(src.where, sql` and `)}`,
+  );
   const total = Math.max(0, (row?.count ?? 0) - (offset ?? 0));
   return limit === undefined ? total : Math.min(total, limit);
 }

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 import { teams } from "./teams";
 
 export type ChatMessage = { role: "system" | "user" | "assistant"; content: string };
@@ -44,9 +44,30 @@ export const samples = pgTable(
     // Selections filtered by userId / groupId, already in selection order.
     index("samples_pipeline_user_idx").on(t.pipelineId, t.userId, t.createdAt, t.id),
     index("samples_pipeline_group_idx").on(t.pipelineId, t.groupId, t.createdAt, t.id),
-    // Selections filtered by metadata use `metadata @> {...}`.
-    index("samples_metadata_idx").using("gin", sql`${t.metadata} jsonb_path_ops`),
   ],
+);
+
+/**
+ * One row per metadata key of a sample, written in the same statement as the sample.
+ * Why not a GIN index on samples.metadata: GIN cannot answer from the index alone, so counting
+ * a common label read every matching heap row (~0.5 s for 100k of 1M samples). Here the primary
+ * key is in selection order within each (pipeline, key, value): a filtered page is an ordered
+ * range scan, a count an index-only scan, and several keys merge-join on (created_at, sample_id).
+ */
+export const sampleLabels = pgTable(
+  "sample_labels",
+  {
+    // Cascades with its pipeline, like samples. (Samples are never deleted one by one, so no
+    // foreign key to samples: it would need an index on sample_id just for cascades.)
+    pipelineId: text("pipeline_id")
+      .notNull()
+      .references(() => pipelines.id, { onDelete: "cascade" }),
+    key: text("key").notNull(),
+    value: text("value").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull(),
+    sampleId: text("sample_id").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.pipelineId, t.key, t.value, t.createdAt, t.sampleId] })],
 );
 
 export type Pipeline = typeof pipelines.$inferSelect;
