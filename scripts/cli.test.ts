@@ -10,7 +10,7 @@ afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 /** Runs the CLI as a user would, on the embedded database in a fresh DATA_DIR (no app running). */
 function cli(...args: string[]) {
-  const env = { ...process.env, DATA_DIR: dataDir };
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir };
   delete env.DATABASE_URL;
   const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
     cwd: root,

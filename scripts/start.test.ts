@@ -23,7 +23,7 @@ type Launch = { child: ChildProcess; output: () => string };
 
 /** `npm start` as a user runs it (embedded database, files in dataDir); resolves once it prints "Stop:". */
 async function launch(port: number): Promise<Launch> {
-  const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port) };
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port) };
   delete env.DATABASE_URL;
   delete env.PUBLIC_URL;
   const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/start.ts")], { cwd: root, env });
@@ -79,7 +79,7 @@ describe("npm start", () => {
     await sql.end();
 
     // The CLI works against the running app's database.
-    const env = { ...process.env, DATA_DIR: dataDir };
+    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir };
     delete env.DATABASE_URL;
     const list = spawnSync(
       process.execPath,

@@ -28,8 +28,6 @@ if (!env.TEST_DATABASE_URL) {
   );
 }
 
-ensureBuild();
-
 const bin = (name: string) => path.join(repoRoot, "node_modules/.bin", name);
 const run = (cmd: string, args: string[]) => spawnSync(cmd, args, { cwd: repoRoot, env, stdio: "inherit" }).status ?? 1;
 
@@ -48,6 +46,7 @@ if (args.length === 0) {
     if (status !== 0) process.exit(status);
   }
 }
+ensureBuild();
 status = run(bin("vitest"), ["run", ...args]);
 const e2eDir = path.join(repoRoot, "e2e");
 if (
