@@ -1,0 +1,133 @@
+// The engine's public face: validate and plan a request, hand it to the model's scheduler,
+// and expose the result as a stream of events, a stream of text deltas, or a whole result.
+// The non-streamed result is assembled from the very same events, so for the same seed the
+// concatenated deltas equal the returned text.
+import type {
+  GenerationChoice,
+  GenerationRequestInput,
+  GenerationResult,
+  GenerationStreamEvent,
+  GenerationUsage,
+} from "@/lib/contracts/generation";
+import { EngineError } from "./errors";
+import { ModelRegistry, type LoadedModel } from "./model-loader";
+import { planRequest } from "./request-plan";
+import { Scheduler, type SchedulerOptions } from "./scheduler";
+
+export interface EngineOptions extends SchedulerOptions {
+  /** Model ids (local folders or hub ids) this engine serves; the first is the default. */
+  models: string[];
+  registry?: ModelRegistry;
+}
+
+export interface GenerateOptions {
+  signal?: AbortSignal;
+}
+
+export class Engine {
+  readonly registry: ModelRegistry;
+  private readonly schedulers = new Map<string, Promise<Scheduler>>();
+
+  private served: string[];
+
+  constructor(private readonly opts: EngineOptions) {
+    this.served = [...opts.models];
+    this.registry = opts.registry ?? new ModelRegistry();
+  }
+
+  /** Model ids this engine serves; the first is the default. */
+  get models(): readonly string[] {
+    return this.served;
+  }
+
+  /**
+   * Replaces the served models (the worker follows the deployments table). A model that is no
+   * longer served takes no new requests; requests already running on it finish.
+   */
+  setModels(ids: string[]): void {
+    this.served = [...new Set(ids)];
+  }
+
+  /** Loads a model now (otherwise the first request loads it). */
+  async load(id = this.served[0]): Promise<LoadedModel> {
+    return (await this.scheduler(id)).model;
+  }
+
+  async scheduler(id = this.served[0]): Promise<Scheduler> {
+    if (id === undefined) throw new EngineError("model_not_found", "this worker serves no model yet", "model");
+    if (!this.served.includes(id))
+      throw new EngineError("model_not_found", `model ${id} is not served by this worker`, "model");
+    let s = this.schedulers.get(id);
+    if (!s) {
+      s = this.registry.get(id).then((m) => new Scheduler(m, this.opts));
+      this.schedulers.set(id, s);
+      s.catch(() => this.schedulers.delete(id));
+    }
+    return s;
+  }
+
+  /**
+   * Validates (context length included) and enqueues; rejects before any model work when the
+   * request is invalid or the queue is full. The returned iterable yields the events.
+   */
+  async start(
+    input: GenerationRequestInput | unknown,
+    opts: GenerateOptions = {},
+  ): Promise<AsyncIterable<GenerationStreamEvent>> {
+    const modelId = (input as { model?: unknown } | null)?.model;
+    const scheduler = await this.scheduler(typeof modelId === "string" ? modelId : undefined);
+    const plan = planRequest(scheduler.model, input);
+    const channel = scheduler.submit(plan, opts.signal);
+    if (plan.request.echo && plan.request.n >= 1) {
+      return prependEcho(channel, plan.promptText, plan.request.n);
+    }
+    return channel;
+  }
+
+  async generate(input: GenerationRequestInput | unknown, opts: GenerateOptions = {}): Promise<GenerationResult> {
+    const modelId = (input as { model?: unknown } | null)?.model;
+    const events = await this.start(input, opts);
+    const choices = new Map<number, GenerationChoice>();
+    let usage: GenerationUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+    const choice = (index: number) => {
+      let c = choices.get(index);
+      if (!c) choices.set(index, (c = { index, text: "", finish_reason: "length", stop: null, logprobs: null }));
+      return c;
+    };
+    for await (const e of events) {
+      if (e.type === "delta") {
+        const c = choice(e.index);
+        c.text += e.text;
+        if (e.logprobs) c.logprobs = [...(c.logprobs ?? []), ...e.logprobs];
+      } else if (e.type === "finish") Object.assign(choice(e.index), { finish_reason: e.finish_reason, stop: e.stop });
+      else if (e.type === "done") usage = e.usage;
+    }
+    return {
+      model: typeof modelId === "string" ? modelId : (this.served[0] ?? ""),
+      choices: [...choices.values()].sort((a, b) => a.index - b.index),
+      usage,
+    };
+  }
+
+  /** Text deltas of the first choice (n = 1 use): concatenated, they equal generate()'s text. */
+  async *streamText(input: GenerationRequestInput | unknown, opts: GenerateOptions = {}): AsyncIterable<string> {
+    for await (const e of await this.start(input, opts))
+      if (e.type === "delta" && e.index === 0 && e.text) yield e.text;
+  }
+}
+
+async function* prependEcho(
+  events: AsyncIterable<GenerationStreamEvent>,
+  prompt: string,
+  n: number,
+): AsyncIterable<GenerationStreamEvent> {
+  const it = events[Symbol.asyncIterator]();
+  let finished = false;
+  try {
+    for (let index = 0; index < n; index++) yield { type: "delta", index, text: prompt };
+    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
+    finished = true;
+  } finally {
+    if (!finished) await it.return?.(); // consumer stopped early: cancel the generation
+  }
+}

@@ -1,0 +1,106 @@
+// Turns a generation request into what the scheduler needs: prompt token ids, resolved
+// sampling parameters. All checks (including the context length) happen here, before any work.
+import {
+  generationRequestSchema,
+  MAX_CONTEXT_TOKENS,
+  type GenerationRequest,
+  type GenerationRequestInput,
+} from "@/lib/contracts/generation";
+import { EngineError } from "./errors";
+import type { LoadedModel } from "./model-loader";
+import type { SamplingParams } from "./sampler";
+
+export interface RequestPlan {
+  request: GenerationRequest;
+  promptIds: number[];
+  /** The prompt as text (echo): the given string, or the decoded ids. */
+  promptText: string;
+  sampling: SamplingParams;
+  seed: number | undefined;
+}
+
+export function parseRequest(input: GenerationRequestInput | unknown): GenerationRequest {
+  const parsed = generationRequestSchema.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const param = issue.path.join(".") || undefined;
+    throw new EngineError("invalid_request", `${param ? `${param}: ` : ""}${issue.message}`, param);
+  }
+  return parsed.data;
+}
+
+export function vocabularySize(m: LoadedModel): number {
+  const cfg = m.model.config as unknown as { vocab_size?: number };
+  return cfg.vocab_size ?? (m.tokenizer.get_vocab() as Map<string, number>).size;
+}
+
+export function planRequest(m: LoadedModel, input: GenerationRequestInput | unknown): RequestPlan {
+  const request = parseRequest(input);
+  const vocab = vocabularySize(m);
+  let promptIds: number[];
+  let promptText: string;
+  if (typeof request.prompt === "string") {
+    promptIds = m.tokenizer.encode(request.prompt);
+    promptText = request.prompt;
+  } else {
+    const bad = request.prompt.find((id) => id >= vocab);
+    if (bad !== undefined)
+      throw new EngineError(
+        "invalid_request",
+        `prompt token id ${bad} is outside the vocabulary (size ${vocab})`,
+        "prompt",
+      );
+    promptIds = request.prompt;
+    promptText = m.tokenizer.decode(promptIds, { skip_special_tokens: true });
+  }
+  if (promptIds.length === 0)
+    throw new EngineError("invalid_request", "prompt must contain at least one token", "prompt");
+
+  const limit = Math.min(MAX_CONTEXT_TOKENS, m.info.contextLength);
+  const total = promptIds.length + request.max_tokens;
+  if (total > limit) {
+    throw new EngineError(
+      "context_length_exceeded",
+      `prompt tokens (${promptIds.length}) + max_tokens (${request.max_tokens}) = ${total} exceeds the limit of ${limit} tokens ` +
+        `(at most ${MAX_CONTEXT_TOKENS} per request; this model's context is ${m.info.contextLength})`,
+      "max_tokens",
+    );
+  }
+
+  const bias = new Map<number, number>();
+  for (const [key, value] of Object.entries(request.logit_bias)) {
+    let id: number;
+    if (/^\d+$/.test(key)) {
+      id = Number(key);
+      if (id >= vocab)
+        throw new EngineError(
+          "invalid_request",
+          `logit_bias: token id ${id} is outside the vocabulary (size ${vocab})`,
+          "logit_bias",
+        );
+    } else {
+      // A string key means its first token (as the tokenizer splits that string on its own).
+      const ids = m.tokenizer.encode(key, { add_special_tokens: false });
+      if (ids.length === 0)
+        throw new EngineError("invalid_request", `logit_bias: "${key}" has no tokens`, "logit_bias");
+      id = ids[0];
+    }
+    bias.set(id, (bias.get(id) ?? 0) + value);
+  }
+
+  return {
+    request,
+    promptIds,
+    promptText,
+    seed: request.seed,
+    sampling: {
+      temperature: request.temperature,
+      topP: request.top_p,
+      topK: request.top_k,
+      tfs: request.tfs,
+      repetitionPenalty: request.repetition_penalty,
+      logprobs: request.logprobs,
+      bias,
+    },
+  };
+}

@@ -1,0 +1,141 @@
+// Distribution and exact tests of the sampler on synthetic logits (fixed seeds).
+import { describe, expect, it } from "vitest";
+import { createPrng } from "./prng";
+import { processLogits, sampleToken, type SamplingParams } from "./sampler";
+
+const base: SamplingParams = { temperature: 1, topP: 1, tfs: 1, repetitionPenalty: 1, bias: new Map() };
+const logits = Float32Array.from([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0]);
+const softmax = (l: ArrayLike<number>) => {
+  const m = Math.max(...Array.from(l));
+  const e = Array.from(l, (v) => Math.exp(v - m));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / s);
+};
+
+/** Empirical frequencies of 20k draws with one seeded PRNG. */
+function frequencies(params: Partial<SamplingParams>, draws = 20_000, l = logits) {
+  const prng = createPrng(7);
+  const counts = new Array(l.length).fill(0);
+  for (let i = 0; i < draws; i++)
+    counts[sampleToken(l, { ...base, ...params }, { prng, seen: [], banned: [], fallbackToken: 0 }).id]++;
+  return counts.map((c) => c / draws);
+}
+
+const expectClose = (got: number[], want: number[], tol = 0.015) =>
+  got.forEach((g, i) => expect(Math.abs(g - want[i]), `token ${i}: ${g} vs ${want[i]}`).toBeLessThan(tol));
+
+describe("sampler distributions", () => {
+  it("temperature 1 draws from softmax(logits)", () => {
+    expectClose(frequencies({}), softmax(logits));
+  });
+
+  it("temperature 0.5 draws from softmax(logits / 0.5)", () => {
+    const want = softmax(Array.from(logits, (v) => v / 0.5));
+    const got = frequencies({ temperature: 0.5 });
+    expectClose(got, want);
+    expect(Math.abs(got[0] - softmax(logits)[0])).toBeGreaterThan(0.1); // would fail if ignored
+  });
+
+  it("temperature 0 is greedy whatever the seed", () => {
+    expect(frequencies({ temperature: 0 }, 500)[0]).toBe(1);
+  });
+
+  it("top_k keeps exactly the k most likely tokens, renormalized", () => {
+    const p = softmax(logits).slice(0, 3);
+    const s = p.reduce((a, b) => a + b, 0);
+    expectClose(frequencies({ topK: 3 }), [...p.map((v) => v / s), 0, 0, 0, 0, 0]);
+  });
+
+  it("top_p keeps the smallest prefix whose mass reaches p", () => {
+    const p = softmax(logits); // cumulative: 0.34, 0.55, 0.68, ...
+    const keep = p.slice(0, 2);
+    const s = keep.reduce((a, b) => a + b, 0);
+    expect(p[0] + p[1]).toBeGreaterThan(0.5);
+    expectClose(frequencies({ topP: 0.5 }), [keep[0] / s, keep[1] / s, 0, 0, 0, 0, 0, 0]);
+  });
+
+  it("tfs cuts the tail where the curvature mass exceeds z", () => {
+    // A sharp head then a flat tail: second differences concentrate at the knee (after token 2).
+    const l = Float32Array.from([3, 2.9, 2.8, -1, -1.05, -1.1, -1.15, -1.2]);
+    const p = softmax(l);
+    const d2 = [];
+    for (let i = 0; i + 2 < p.length; i++) d2.push(Math.abs(p[i] - 2 * p[i + 1] + p[i + 2]));
+    const total = d2.reduce((a, b) => a + b, 0);
+    let cum = 0;
+    let keep = p.length;
+    for (let i = 0; i < d2.length; i++) if ((cum += d2[i] / total) > 0.5 && i >= 1) ((keep = i), (i = d2.length));
+    expect(keep).toBeGreaterThanOrEqual(2);
+    expect(keep).toBeLessThan(p.length);
+    const kept = p.slice(0, keep);
+    const s = kept.reduce((a, b) => a + b, 0);
+    const want = p.map((v, i) => (i < keep ? v / s : 0));
+    const got = frequencies({ tfs: 0.5 }, 20_000, l);
+    expectClose(got, want);
+    expect(got.slice(keep).every((f) => f === 0)).toBe(true);
+  });
+
+  it("the same seed reproduces the same draws; another seed differs", () => {
+    const run = (seed: number) => {
+      const prng = createPrng(seed);
+      return Array.from(
+        { length: 50 },
+        () => sampleToken(logits, base, { prng, seen: [], banned: [], fallbackToken: 0 }).id,
+      );
+    };
+    expect(run(3)).toEqual(run(3));
+    expect(run(3)).not.toEqual(run(4));
+  });
+});
+
+describe("logits processing (exact)", () => {
+  it("logit_bias adds to the logit; -100 bans", () => {
+    const out = processLogits(
+      logits,
+      {
+        ...base,
+        bias: new Map([
+          [7, 5],
+          [0, -100],
+        ]),
+      },
+      { prng: createPrng(1), seen: [], banned: [], fallbackToken: 0 },
+    );
+    expect(out[7]).toBeCloseTo(3);
+    expect(out[0]).toBe(-Infinity);
+    expect(out[1]).toBeCloseTo(1.5);
+  });
+
+  it("repetition_penalty divides positive and multiplies negative logits of seen tokens", () => {
+    const out = processLogits(
+      logits,
+      { ...base, repetitionPenalty: 2 },
+      { prng: createPrng(1), seen: [0, 6, 6], banned: [], fallbackToken: 0 },
+    );
+    expect(out[0]).toBeCloseTo(1.0);
+    expect(out[6]).toBeCloseTo(-2.0);
+    expect(out[1]).toBeCloseTo(1.5);
+  });
+
+  it("banned tokens are never drawn; all banned falls back", () => {
+    const got = frequencies({}, 2000);
+    expect(got[0]).toBeGreaterThan(0);
+    const prng = createPrng(1);
+    for (let i = 0; i < 2000; i++)
+      expect(sampleToken(logits, base, { prng, seen: [], banned: [[0, 1]], fallbackToken: 0 }).id).toBeGreaterThan(1);
+    const all = [Array.from({ length: 8 }, (_, i) => i)];
+    expect(sampleToken(logits, base, { prng, seen: [], banned: all, fallbackToken: 5 }).id).toBe(5);
+  });
+
+  it("logprobs: top-N of the processed distribution, most likely first, mass <= 1", () => {
+    const r = sampleToken(
+      logits,
+      { ...base, temperature: 0.7, logprobs: 3 },
+      { prng: createPrng(2), seen: [], banned: [], fallbackToken: 0 },
+    );
+    const p = softmax(Array.from(logits, (v) => v / 0.7));
+    expect(r.top!.map((t) => t.id)).toEqual([0, 1, 2]);
+    r.top!.forEach((t) => expect(Math.exp(t.logprob)).toBeCloseTo(p[t.id], 5));
+    expect(r.top!.reduce((a, t) => a + Math.exp(t.logprob), 0)).toBeLessThanOrEqual(1);
+    expect(Math.exp(r.logprob)).toBeCloseTo(p[r.id], 5);
+  });
+});

@@ -1,0 +1,134 @@
+// Continuous batching, cancellation and the bounded queue.
+import { beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "./engine";
+import type { LoadedModel } from "./model-loader";
+import { llamaModelDir, tinyModelDir } from "./testing/models";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await tinyModelDir();
+});
+
+const requests = [
+  { prompt: "The dog sleeps in the", max_tokens: 20, seed: 1 },
+  { prompt: "Once upon a time there was a small village", max_tokens: 12, seed: 2, top_k: 5 },
+  { prompt: "Hello!", max_tokens: 25, seed: 3, temperature: 0.7 },
+  { prompt: "Water boils at", max_tokens: 16, seed: 4, n: 2 },
+  { prompt: "The weather today", max_tokens: 18, temperature: 0 },
+];
+
+describe("continuous batching", () => {
+  it("concurrent requests share forward passes and equal sequential runs", async () => {
+    const engine = new Engine({ models: [dir] });
+    const m: LoadedModel = await engine.load();
+    let start = m.stats.forwardCalls;
+    const sequential = [];
+    for (const r of requests) sequential.push(await engine.generate(r));
+    const sequentialCalls = m.stats.forwardCalls - start;
+
+    start = m.stats.forwardCalls;
+    const concurrent = await Promise.all(requests.map((r) => engine.generate(r)));
+    const concurrentCalls = m.stats.forwardCalls - start;
+
+    expect(concurrent.map((r) => r.choices.map((c) => c.text))).toEqual(
+      sequential.map((r) => r.choices.map((c) => c.text)),
+    );
+    expect(concurrentCalls).toBeLessThan(sequentialCalls * 0.6);
+    const scheduler = await engine.scheduler();
+    await scheduler.whenIdle();
+    expect(scheduler.stats()).toMatchObject({ running: 0, queued: 0, kvBytes: 0 });
+  });
+
+  it("llama (no kv_delta outputs, padded rows): batched results equal sequential ones", async () => {
+    const engine = new Engine({ models: [await llamaModelDir()] });
+    const reqs = [
+      { prompt: "Hello world", max_tokens: 10, temperature: 0 },
+      { prompt: "A much longer prompt than the first one, with more tokens", max_tokens: 14, temperature: 0 },
+      { prompt: "Third", max_tokens: 8, seed: 3 },
+    ];
+    const sequential = [];
+    for (const r of reqs) sequential.push((await engine.generate(r)).choices[0].text);
+    const concurrent = await Promise.all(reqs.map((r) => engine.generate(r)));
+    expect(concurrent.map((r) => r.choices[0].text)).toEqual(sequential);
+  });
+
+  it("a request joins a running batch and leaves without waiting for the others", async () => {
+    const engine = new Engine({ models: [dir] });
+    const long = engine.generate({ prompt: "The city was quiet", max_tokens: 120, seed: 1 });
+    let longDone = false;
+    void long.then(() => (longDone = true));
+    await new Promise((r) => setTimeout(r, 30));
+    const short = await engine.generate({ prompt: "Hello", max_tokens: 4, seed: 2 });
+    expect(short.choices[0].finish_reason).toBe("length");
+    expect(longDone).toBe(false);
+    expect((await long).usage.completion_tokens).toBe(120);
+  });
+});
+
+describe("cancellation", () => {
+  it("an aborted request leaves the batch at the next step and frees its cache", async () => {
+    const engine = new Engine({ models: [dir] });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    const controller = new AbortController();
+    const other = engine.generate({ prompt: "Good morning, everyone.", max_tokens: 60, seed: 8 });
+    const deltas: string[] = [];
+    const consume = (async () => {
+      const noEos = { [String(m.info.eosTokenIds[0])]: -100 }; // so only cancellation can end it early
+      for await (const d of engine.streamText(
+        { prompt: "The cat looked at the sea", max_tokens: 1000, seed: 1, logit_bias: noEos },
+        { signal: controller.signal },
+      )) {
+        deltas.push(d);
+        if (deltas.length === 5) controller.abort();
+      }
+    })();
+    await expect(consume).rejects.toMatchObject({ name: "AbortError" });
+    const callsAtAbort = m.stats.forwardCalls;
+    const otherText = (await other).choices[0].text;
+    await scheduler.whenIdle();
+    // Had the cancelled stream stayed in the batch, the loop would have run to 1000 tokens.
+    expect(m.stats.forwardCalls - callsAtAbort).toBeLessThan(80);
+    const solo = await new Engine({ models: [dir] }).generate({
+      prompt: "Good morning, everyone.",
+      max_tokens: 60,
+      seed: 8,
+    });
+    expect(otherText).toBe(solo.choices[0].text);
+    expect(scheduler.stats()).toMatchObject({ running: 0, kvBytes: 0 });
+  });
+
+  it("breaking out of the stream cancels too", async () => {
+    const engine = new Engine({ models: [dir] });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    for await (const e of await engine.start({ prompt: "Hello", max_tokens: 1000, seed: 1, logit_bias: noEos }))
+      if (e.type === "delta") break;
+    const calls = scheduler.model.stats.forwardCalls;
+    await new Promise((r) => setTimeout(r, 50));
+    expect(scheduler.model.stats.forwardCalls - calls).toBeLessThanOrEqual(1);
+    expect(scheduler.stats()).toMatchObject({ running: 0, queued: 0 });
+  });
+
+  it("an already aborted signal is refused", async () => {
+    const engine = new Engine({ models: [dir] });
+    await expect(engine.generate({ prompt: "Hi" }, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      name: "AbortError",
+    });
+  });
+});
+
+describe("bounded queue", () => {
+  it("past the queue limit, a request fails with overloaded", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 1, maxQueue: 2 });
+    await engine.load();
+    const running = [0, 1, 2].map((i) => engine.generate({ prompt: "Hello", max_tokens: 30, seed: i }));
+    // One is admitted at once; then two wait in the queue, the fourth is refused.
+    await expect(engine.generate({ prompt: "Hello", max_tokens: 3 })).rejects.toMatchObject({
+      code: "overloaded",
+      message: expect.stringContaining("overloaded"),
+    });
+    const done = await Promise.all(running);
+    expect(done.every((r) => r.usage.completion_tokens === 30)).toBe(true);
+  });
+});

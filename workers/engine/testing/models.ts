@@ -1,0 +1,17 @@
+// Test fixtures: the generated tiny model (cached per machine) and a private copy of the
+// third-party tiny-random-llama checkpoint.
+import { cp, mkdtemp } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { cachedTinyModel } from "@/scripts/tiny-model/generate";
+
+const repoRoot = path.resolve(import.meta.dirname, "../../..");
+
+export const tinyModelDir = (seed = 42) => cachedTinyModel({ seed });
+
+export async function llamaModelDir(): Promise<string> {
+  const src = process.env.TINY_LLAMA_DIR ?? path.resolve(repoRoot, "../shared/models/tiny-random-llama");
+  const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-llama-"));
+  await cp(src, dir, { recursive: true });
+  return dir;
+}

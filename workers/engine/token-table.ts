@@ -1,0 +1,58 @@
+// The raw bytes each token id contributes to the output, derived from the tokenizer's vocab and
+// decoder type. Used where text must be reasoned about below the string level (bad_words).
+import type { PreTrainedTokenizer } from "@huggingface/transformers";
+
+export interface TokenTable {
+  /** bytes[id]; empty for special tokens and ids outside the tokenizer's vocab. */
+  bytes: Uint8Array[];
+}
+
+const BYTE_LEVEL_CHAR_TO_BYTE: Map<string, number> = (() => {
+  const bs: number[] = [];
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
+  const cs = [...bs];
+  let n = 0;
+  for (let b = 0; b < 256; b++) if (!bs.includes(b)) (bs.push(b), cs.push(256 + n++));
+  return new Map(bs.map((b, i) => [String.fromCodePoint(cs[i]), b]));
+})();
+
+const EMPTY = new Uint8Array(0);
+const cache = new WeakMap<PreTrainedTokenizer, TokenTable>();
+
+export function tokenTable(tokenizer: PreTrainedTokenizer, logitsSize: number): TokenTable {
+  const cached = cache.get(tokenizer);
+  if (cached && cached.bytes.length >= logitsSize) return cached;
+  const internals = tokenizer as unknown as { _tokenizerJSON?: { decoder?: unknown }; all_special_ids?: number[] };
+  const decoderJson = JSON.stringify(internals._tokenizerJSON?.decoder ?? null);
+  const byteLevel = decoderJson.includes('"ByteLevel"');
+  const special = new Set(internals.all_special_ids ?? []);
+  const vocab = tokenizer.get_vocab() as Map<string, number>;
+  const size = Math.max(logitsSize, vocab.size);
+  const bytes: Uint8Array[] = new Array(size).fill(EMPTY);
+  const enc = new TextEncoder();
+  for (const [token, id] of vocab) {
+    if (special.has(id) || id >= size) continue;
+    bytes[id] = byteLevel ? byteLevelBytes(token) : sentencePieceBytes(token, enc);
+  }
+  const table = { bytes };
+  cache.set(tokenizer, table);
+  return table;
+}
+
+function byteLevelBytes(token: string): Uint8Array {
+  const out: number[] = [];
+  for (const ch of token) {
+    const b = BYTE_LEVEL_CHAR_TO_BYTE.get(ch);
+    if (b === undefined) return new TextEncoder().encode(token); // added (non byte-level) token
+    out.push(b);
+  }
+  return Uint8Array.from(out);
+}
+
+function sentencePieceBytes(token: string, enc: TextEncoder): Uint8Array {
+  const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(token);
+  if (m) return Uint8Array.of(parseInt(m[1], 16));
+  return enc.encode(token.replace(/\u2581/g, " "));
+}
