@@ -1,0 +1,127 @@
+// The internal inference server: auth, generate, stream, errors, disconnect cancels.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "../engine/engine";
+import type { Scheduler } from "../engine/scheduler";
+import { tinyModelDir } from "../engine/testing/models";
+import { InferenceClient, InferenceError } from "./client";
+import { startInferenceServer, type InferenceServer } from "./server";
+
+let engine: Engine;
+let scheduler: Scheduler;
+let server: InferenceServer;
+let client: InferenceClient;
+const secret = "s3cret-for-tests";
+
+beforeAll(async () => {
+  engine = new Engine({ models: [await tinyModelDir()], maxBatch: 2, maxQueue: 1 });
+  scheduler = await engine.scheduler();
+  server = await startInferenceServer({ engine, secret, log: () => {} });
+  client = new InferenceClient({ url: server.url, secret });
+});
+afterAll(() => server.close());
+
+describe("internal inference server", () => {
+  it("listens on loopback", () => {
+    expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  });
+
+  it("401 without or with a wrong secret", async () => {
+    const none = await fetch(`${server.url}/generate`, { method: "POST", body: "{}" });
+    expect(none.status).toBe(401);
+    expect(await none.json()).toEqual({ error: { type: "unauthorized", message: expect.any(String) } });
+    await expect(
+      new InferenceClient({ url: server.url, secret: "wrong" }).generate({ prompt: "Hi" }),
+    ).rejects.toMatchObject({ status: 401, type: "unauthorized" });
+  });
+
+  it("generate returns the same result as the engine", async () => {
+    const req = { prompt: "The dog sleeps in the", max_tokens: 10, seed: 3, n: 2 };
+    const viaHttp = await client.generate(req);
+    expect(viaHttp).toEqual(await engine.generate(req));
+    expect(viaHttp.choices).toHaveLength(2);
+  });
+
+  it("stream: deltas concatenate to the generate() text, then finish and done", async () => {
+    const req = { prompt: "Once upon a time", max_tokens: 20, seed: 4, stop: [" the"] };
+    const events = [];
+    for await (const e of client.stream(req)) events.push(e);
+    const text = events.map((e) => (e.type === "delta" ? e.text : "")).join("");
+    expect(text).toBe((await client.generate(req)).choices[0].text);
+    expect(events.filter((e) => e.type === "delta").length).toBeGreaterThan(1);
+    expect(events.at(-1)).toMatchObject({ type: "done" });
+  });
+
+  it("errors use the error body with the right status", async () => {
+    await expect(client.generate({ prompt: "Hi", top_k: 0 })).rejects.toMatchObject({
+      status: 400,
+      type: "invalid_request",
+      param: "top_k",
+    });
+    await expect(client.generate({ prompt: "Hi", max_tokens: 1024 })).rejects.toMatchObject({
+      status: 400,
+      type: "context_length_exceeded",
+    });
+    await expect(client.stream({ prompt: "Hi", temperature: 2 })[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(
+      InferenceError,
+    );
+    const bad = await fetch(`${server.url}/generate`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${secret}` },
+      body: "{nope",
+    });
+    expect(bad.status).toBe(400);
+  });
+
+  it("overloaded engine answers 429 rate_limited", async () => {
+    const long = { prompt: "Hello", max_tokens: 200, seed: 1, n: 2 };
+    const running = [client.generate(long), client.generate(long)]; // one runs (n=2 fills the batch), one queues
+    await new Promise((r) => setTimeout(r, 50));
+    await expect(client.generate({ prompt: "Hi", max_tokens: 2 })).rejects.toMatchObject({
+      status: 429,
+      type: "rate_limited",
+    });
+    await Promise.all(running);
+  });
+
+  it("a client that disconnects mid-stream cancels the generation", async () => {
+    await scheduler.whenIdle();
+    const before = scheduler.model.stats.forwardCalls;
+    const controller = new AbortController();
+    let deltas = 0;
+    await expect(
+      (async () => {
+        const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+        for await (const e of client.stream(
+          { prompt: "The city was quiet", max_tokens: 1000, seed: 2, logit_bias: noEos },
+          { signal: controller.signal },
+        )) {
+          if (e.type === "delta" && ++deltas === 3) controller.abort();
+        }
+      })(),
+    ).rejects.toMatchObject({ name: "AbortError" });
+    await new Promise((r) => setTimeout(r, 100));
+    await scheduler.whenIdle();
+    expect(scheduler.model.stats.forwardCalls - before).toBeLessThan(200);
+    expect(scheduler.stats()).toMatchObject({ running: 0, queued: 0, kvBytes: 0 });
+  });
+
+  it("a client that disconnects during a non-streamed generate cancels it too", async () => {
+    await scheduler.whenIdle();
+    const before = scheduler.model.stats.forwardCalls;
+    const controller = new AbortController();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    const pending = client.generate(
+      { prompt: "The city was quiet", max_tokens: 1000, seed: 2, logit_bias: noEos },
+      { signal: controller.signal },
+    );
+    setTimeout(() => controller.abort(), 100);
+    await expect(pending).rejects.toMatchObject({ name: "AbortError" });
+    await new Promise((r) => setTimeout(r, 100));
+    await scheduler.whenIdle();
+    expect(scheduler.model.stats.forwardCalls - before).toBeLessThan(900);
+  });
+
+  it("health lists the models", async () => {
+    expect(await client.health()).toMatchObject({ status: "ok", models: engine.models });
+  });
+});
