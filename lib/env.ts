@@ -43,6 +43,18 @@ const EnvSchema = z.object({
   WORKER_HOST: z.string().min(1).default("127.0.0.1"),
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
+  /** Shared secret of the worker's internal API; derived from AUTH_SECRET when unset. */
+  WORKER_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
+  /** Comma-separated models a worker serves in addition to those of the deployments table. */
+  WORKER_MODELS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? "")
+        .split(",")
+        .map((m) => m.trim())
+        .filter(Boolean),
+    ),
 });
 
 export type Env = z.infer<typeof EnvSchema> & {
