@@ -50,13 +50,14 @@ async function main(): Promise<void> {
     NEXTAUTH_URL: e.PUBLIC_URL,
   };
   run("app", [path.join(repoRoot, "node_modules/next/dist/bin/next"), "start", "-p", String(e.PORT)], childEnv);
-  run("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], childEnv);
+  const worker = run("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], childEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
+  await waitForWorker(databaseUrl, worker.pid!);
   printBanner(e.PUBLIC_URL, e.DATA_DIR, demo, Boolean(e.DATABASE_URL));
 }
 
-function run(name: string, args: string[], childEnv: NodeJS.ProcessEnv): void {
+function run(name: string, args: string[], childEnv: NodeJS.ProcessEnv): ChildProcess {
   const child = spawn(process.execPath, args, {
     cwd: repoRoot,
     env: childEnv,
@@ -68,6 +69,23 @@ function run(name: string, args: string[], childEnv: NodeJS.ProcessEnv): void {
     console.error(`\n[start] ${name} exited (${signal ?? `code ${code}`}); stopping everything.`);
     void shutdown(1);
   });
+  return child;
+}
+
+/** "Running" means the worker has registered and advertised its inference address too. */
+async function waitForWorker(databaseUrl: string, pid: number, timeoutMs = 60_000): Promise<void> {
+  const handle = connect(databaseUrl, { max: 1 });
+  try {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const rows = await handle.sql`select 1 from workers where pid = ${pid} and address is not null`;
+      if (rows.length > 0) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error(`The worker did not register within ${timeoutMs / 1000}s.`);
+  } finally {
+    await handle.close();
+  }
 }
 
 async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void> {

@@ -7,6 +7,7 @@ import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { startEmbeddedDb } from "../../lib/db/embedded";
 import { migrateDatabase } from "../../lib/db/migrate";
+import { cachedTinyModel } from "../../scripts/tiny-model/generate";
 
 /**
  * One database and one production app server per integration project:
@@ -19,6 +20,7 @@ declare module "vitest" {
     databaseUrl: string;
     authSecret: string;
     dataDir: string;
+    tinyModel: string;
   }
 }
 
@@ -93,21 +95,47 @@ export async function startApp(
   return { url, child, logs };
 }
 
+/** A worker process (inference server + job loop) on the same database as the app. */
+export async function startWorker(env: Record<string, string>): Promise<{ child: ChildProcess; logs: string[] }> {
+  const logs: string[] = [];
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "workers/main.ts")], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.on("data", (d: Buffer) => logs.push(d.toString()));
+  child.stderr!.on("data", (d: Buffer) => logs.push(d.toString()));
+  const deadline = Date.now() + 60_000;
+  while (!logs.join("").includes(" serving http")) {
+    if (child.exitCode !== null) throw new Error(`worker exited during start-up:\n${logs.join("")}`);
+    if (Date.now() > deadline) throw new Error(`worker did not start:\n${logs.join("")}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, logs };
+}
+
 export default async function setup(project: TestProject) {
   const kind = project.config.env?.TEST_DB ?? "embedded";
   const db = await createDatabase(kind);
   await migrateDatabase(db.url);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `lmp-${kind}-`));
   const authSecret = "test-secret-0123456789-0123456789-abcdef";
-  const app = await startApp({ DATABASE_URL: db.url, AUTH_SECRET: authSecret, DATA_DIR: dataDir });
+  const tinyModel = await cachedTinyModel();
+  const common = { DATABASE_URL: db.url, AUTH_SECRET: authSecret, DATA_DIR: dataDir };
+  const app = await startApp(common);
+  const worker = await startWorker({ ...common, WORKER_MODELS: tinyModel, WORKER_HEARTBEAT_SECONDS: "1" });
   project.provide("baseUrl", app.url);
   project.provide("databaseUrl", db.url);
   project.provide("authSecret", authSecret);
   project.provide("dataDir", dataDir);
+  project.provide("tinyModel", tinyModel);
   return async () => {
-    app.child.kill("SIGTERM");
-    await new Promise((r) => app.child.once("exit", r));
-    if (process.env.TEST_APP_LOGS) console.log(app.logs.join(""));
+    for (const child of [worker.child, app.child]) {
+      if (child.exitCode !== null) continue;
+      child.kill("SIGTERM");
+      await new Promise((r) => child.once("exit", r));
+    }
+    if (process.env.TEST_APP_LOGS) console.log(app.logs.join(""), worker.logs.join(""));
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });
   };
