@@ -1,0 +1,134 @@
+// Shared pieces of the benchmarks: a throwaway database on the real Postgres, the production
+// app started against it, a keep-alive HTTP load generator and percentile helpers.
+import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import { createServer } from "node:net";
+import path from "node:path";
+import postgres from "postgres";
+import { migrateDatabase } from "@/lib/db/migrate";
+import { ensureBuild, repoRoot } from "../lib/build";
+
+export const benchDatabaseUrl = () =>
+  process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/** A fresh database on the real Postgres server, migrated; dropped by `drop()`. */
+export async function freshDatabase(label: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const admin = postgres(benchDatabaseUrl(), { max: 1, onnotice: () => {} });
+  const name = `lmp_bench_${label}_${Date.now()}`;
+  await admin.unsafe(`create database ${name}`);
+  const url = new URL(benchDatabaseUrl());
+  url.pathname = `/${name}`;
+  await migrateDatabase(url.toString());
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** The production build (`next start`) against `databaseUrl`. */
+export async function startProductionApp(databaseUrl: string): Promise<{ base: string; stop: () => Promise<void> }> {
+  ensureBuild();
+  const port = await freePort();
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [path.join(repoRoot, "node_modules/next/dist/bin/next"), "start", "-p", String(port)],
+    {
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        NODE_ENV: "production",
+        DATABASE_URL: databaseUrl,
+        AUTH_SECRET: "bench-secret-0123456789-0123456789-abc",
+        PUBLIC_URL: `http://127.0.0.1:${port}`,
+        NEXT_TELEMETRY_DISABLED: "1",
+      },
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${base}/api/health`)).ok) break;
+    } catch {
+      if (i > 300) throw new Error("app did not start");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  return {
+    base,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+/** One HTTP request on a keep-alive agent; resolves with the status and body text. */
+export function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: options.method ?? "GET", headers: options.headers, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", reject);
+    if (options.body) req.write(options.body);
+    req.end();
+  });
+}
+
+/** `clients` concurrent loops calling `fn` for `seconds`; returns requests per second (all must succeed). */
+export async function throughput(
+  clients: number,
+  seconds: number,
+  fn: () => Promise<{ status: number }>,
+): Promise<number> {
+  const deadline = performance.now() + seconds * 1000;
+  let done = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (performance.now() < deadline) {
+        const r = await fn();
+        if (r.status !== 200) throw new Error(`request failed with ${r.status}`);
+        done++;
+      }
+    }),
+  );
+  return done / ((performance.now() - start) / 1000);
+}
+
+export async function latencies(n: number, fn: () => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await fn();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export const round = (x: number, digits = 2) => Number(x.toFixed(digits));

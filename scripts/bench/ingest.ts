@@ -1,0 +1,129 @@
+// npm run bench -- ingest [--samples N] [--seconds S]
+// On the production build and the real Postgres:
+//  1. `add` requests/s at 32 concurrent clients ÷ requests/s of an empty route of the same app;
+//  2. with N (default 1,000,000) samples in one pipeline: median latency of a 50-sample page
+//     filtered by one metadata key, and of the matching count.
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { connect } from "@/lib/db/client";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createPipeline } from "@/lib/services/pipelines";
+import { createTeam } from "@/lib/services/teams";
+import { freshDatabase, latencies, percentile, request, round, startProductionApp, throughput } from "./_harness";
+
+export default async function ingest(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { samples: { type: "string", default: "1000000" }, seconds: { type: "string", default: "10" } },
+  });
+  const total = Number(values.samples);
+  const seconds = Number(values.seconds);
+  const db = await freshDatabase("ingest");
+  const app = await startProductionApp(db.url);
+  const handle = connect(db.url, { max: 2 });
+  try {
+    const team = await createTeam(handle.db, { slug: "bench" });
+    const { secret } = await createApiKey(handle.db, { teamId: team.id, kind: "api" });
+    const auth = { authorization: `Bearer ${secret}`, "content-type": "application/json" };
+    const addTarget = await createPipeline(handle.db, { teamId: team.id, name: "add target" });
+
+    // --- 1. add vs an empty route, 32 concurrent clients, after a warm-up of each.
+    const empty = () => request(`${app.base}/api/health`);
+    let i = 0;
+    const add = () =>
+      request(`${app.base}/v1/pipelines/${addTarget.id}/add`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({
+          messages: [
+            { role: "user", content: `question ${i}` },
+            { role: "assistant", content: `answer ${i}` },
+          ],
+          userId: `u${i % 100}`,
+          metadata: { lang: i++ % 2 ? "en" : "fr" },
+        }),
+      });
+    await throughput(32, 2, empty);
+    await throughput(32, 2, add);
+    const emptyRps = await throughput(32, seconds, empty);
+    const addRps = await throughput(32, seconds, add);
+    console.log(
+      `empty route: ${emptyRps.toFixed(0)} req/s   add: ${addRps.toFixed(0)} req/s   (32 clients, ${seconds}s each)`,
+    );
+
+    // --- 2. a pipeline with `total` samples, inserted by Postgres itself.
+    const big = await createPipeline(handle.db, { teamId: team.id, name: "big" });
+    const t0 = performance.now();
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+    const langs = ["en", "fr", "de", "es", "it", "pt", "nl", "sv", "pl", "ja"];
+    // lang: 10 values (10% each); rare: one sample in 1,000 carries {"rare":"yes"}.
+    await sql`
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, created_at)
+      select 'smp_bench' || lpad(g::text, 12, '0'), ${big.id}, ${team.id},
+             jsonb_build_array(jsonb_build_object('role','user','content','question ' || g),
+                               jsonb_build_object('role','assistant','content','answer ' || g)),
+             2, 'u' || (g % 1000), 'g' || (g % 100),
+             jsonb_build_object('lang', (string_to_array(${langs.join(",")}, ','))[1 + g % 10])
+               || case when g % 1000 = 0 then '{"rare":"yes"}'::jsonb else '{}'::jsonb end,
+             now() - interval '1 day' + g * interval '1 millisecond'
+      from generate_series(1, ${total}) g`;
+    // The labels `add` writes with each sample (see lib/db/schema/pipelines.ts).
+    await sql`
+      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
+      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
+      from samples s, jsonb_each_text(s.metadata) kv
+      where s.pipeline_id = ${big.id}`;
+    await sql`vacuum analyze samples`;
+    await sql`vacuum analyze sample_labels`;
+    await sql.end();
+    console.log(`inserted ${total} samples in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+
+    const page = (metadata: Record<string, string>) => async () => {
+      const r = await request(`${app.base}/v1/pipelines/${big.id}/samples`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ metadata, limit: 50 }),
+      });
+      if (r.status !== 200 || (JSON.parse(r.body) as unknown[]).length !== 50)
+        throw new Error(`page failed: ${r.status}`);
+    };
+    const count = (metadata: Record<string, string>, expected: number) => async () => {
+      const r = await request(`${app.base}/v1/pipelines/${big.id}/count`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ metadata }),
+      });
+      if (r.status !== 200 || (JSON.parse(r.body) as { count: number }).count !== expected) {
+        throw new Error(`count failed: ${r.status} ${r.body}`);
+      }
+    };
+    await latencies(5, page({ lang: "en" }));
+    const pageMs = percentile(await latencies(50, page({ lang: "en" })), 50);
+    const pageRareMs = percentile(await latencies(20, page({ rare: "yes" })), 50);
+    await latencies(2, count({ lang: "en" }, total / 10));
+    const countMs = percentile(await latencies(20, count({ lang: "en" }, total / 10)), 50);
+    const countRareMs = percentile(await latencies(20, count({ rare: "yes" }, Math.floor(total / 1000))), 50);
+    console.log(`page of 50, metadata {lang:"en"} (10% of samples): p50 ${pageMs.toFixed(1)} ms`);
+    console.log(`page of 50, metadata {rare:"yes"} (0.1%):          p50 ${pageRareMs.toFixed(1)} ms`);
+    console.log(`count, metadata {lang:"en"}:                        p50 ${countMs.toFixed(1)} ms`);
+    console.log(`count, metadata {rare:"yes"}:                       p50 ${countRareMs.toFixed(1)} ms`);
+
+    console.log(
+      JSON.stringify({
+        bench: "ingest",
+        add_vs_empty_route: round(addRps / emptyRps),
+        page_p50_ms: round(pageMs, 1),
+        count_p50_ms: round(countMs, 1),
+        samples: total,
+        add_rps: round(addRps, 0),
+        empty_route_rps: round(emptyRps, 0),
+        page_rare_p50_ms: round(pageRareMs, 1),
+        count_rare_p50_ms: round(countRareMs, 1),
+      }),
+    );
+  } finally {
+    await handle.close();
+    await app.stop();
+    await db.drop();
+  }
+}
