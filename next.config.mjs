@@ -1,5 +1,7 @@
 /** @type {import('next').NextConfig} */
 const nextConfig = {
+  // NEXT_DIST_DIR lets parallel checkouts/builds of this tree keep separate build folders.
+  distDir: process.env.NEXT_DIST_DIR || ".next",
   // Database drivers and native/wasm packages stay as plain Node requires, not bundled.
   serverExternalPackages: [
     "postgres",
