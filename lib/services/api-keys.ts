@@ -1,9 +1,10 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { apiKeys, deployments, teams, type ApiKey, type Team } from "../db/schema";
+import { apiKeys, deployments, type ApiKey, type Team } from "../db/schema";
 import { notFound, unauthorized } from "../errors";
 import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKind } from "../auth/key-secret";
 import { newId } from "../ids";
+import { rawSql } from "../db/raw";
 
 export type CreatedKey = { key: ApiKey; secret: string };
 
@@ -92,25 +93,33 @@ export async function authenticateKey(
         : "This is an API key; deployments take a model key.",
     );
   }
-  const [row] = await db
-    .select({
-      key: {
-        id: apiKeys.id,
-        kind: apiKeys.kind,
-        deploymentId: apiKeys.deploymentId,
-        lastUsedAt: apiKeys.lastUsedAt,
-        revokedAt: apiKeys.revokedAt,
-      },
-      team: teams,
-    })
-    .from(apiKeys)
-    .innerJoin(teams, eq(teams.id, apiKeys.teamId))
-    .where(eq(apiKeys.hash, hashKeySecret(secret)));
-  if (!row || row.key.kind !== expected) throw unauthorized(`Invalid ${what}.`);
-  if (row.key.revokedAt) throw unauthorized(`This ${what} has been revoked.`);
-  touchLastUsed(db, row.key.id, row.key.lastUsedAt);
-  return { key: row.key, team: row.team };
+  const [row] = await rawSql(db)<KeyRow[]>`
+    select k.id, k.kind, k.deployment_id, k.last_used_at, k.revoked_at,
+           t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at
+    from api_keys k join teams t on t.id = k.team_id
+    where k.hash = ${hashKeySecret(secret)}`;
+  if (!row || row.kind !== expected) throw unauthorized(`Invalid ${what}.`);
+  if (row.revoked_at) throw unauthorized(`This ${what} has been revoked.`);
+  // drizzle's postgres.js client leaves timestamps as strings (drizzle maps them itself).
+  const lastUsedAt = row.last_used_at === null ? null : new Date(row.last_used_at);
+  touchLastUsed(db, row.id, lastUsedAt);
+  return {
+    key: { id: row.id, kind: row.kind, deploymentId: row.deployment_id, lastUsedAt },
+    team: { id: row.team_id, slug: row.team_slug, name: row.team_name, createdAt: new Date(row.team_created_at) },
+  };
 }
+
+type KeyRow = {
+  id: string;
+  kind: KeyKind;
+  deployment_id: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  team_id: string;
+  team_slug: string;
+  team_name: string;
+  team_created_at: string;
+};
 
 const lastTouched = new Map<string, number>();
 

@@ -1,6 +1,7 @@
 import { eq, sql, type SQL } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { pipelines, sampleLabels, samples } from "../db/schema";
+import { samples } from "../db/schema";
+import { rawSql } from "../db/raw";
 import type { AddSampleInput, SampleDto, Selection } from "../contracts/pipelines";
 import { newId } from "../ids";
 import { signedUrl } from "../signing";
@@ -9,6 +10,9 @@ import { pipelineNotFound } from "./pipelines";
 /**
  * Adds a sample and its metadata labels in one statement. The insert selects the pipeline by
  * id *and* team, so an unknown or foreign pipeline inserts nothing and is reported as not found.
+ * `for key share` locks the pipeline row *before* created_at (clock_timestamp()) is taken: a
+ * dataset being created (which locks the row `for update`, see createDataset) then either sees
+ * this sample committed or gets a bound older than its created_at, never one in between.
  */
 export async function addSample(
   db: DbOrTx,
@@ -17,26 +21,28 @@ export async function addSample(
   const id = newId("sample");
   const { messages, userId, groupId, metadata } = input.sample;
   const metadataValue = metadata && Object.keys(metadata).length > 0 ? JSON.stringify(metadata) : null;
-  const rows = await db.execute<{ id: string }>(sql`
+  // A postgres.js tagged template (prepared per connection): this runs on every `add`.
+  const rows = await rawSql(db)`
     with p as (
-      select id, team_id from ${pipelines} where id = ${input.pipelineId} and team_id = ${input.teamId}
+      select id, team_id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId}
+      for key share
     ), s as (
-      insert into ${samples} (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
-      select ${id}, p.id, p.team_id, ${JSON.stringify(messages)}::jsonb, ${messages.length},
-             ${userId ?? null}, ${groupId ?? null}, ${metadataValue}::jsonb
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
+      select ${id}, p.id, p.team_id, ${JSON.stringify(messages)}::jsonb, ${messages.length}::int,
+             ${userId ?? null}::text, ${groupId ?? null}::text, ${metadataValue}::jsonb
       from p
       returning id, pipeline_id, created_at, metadata
     ), l as (
-      insert into ${sampleLabels} (pipeline_id, key, value, created_at, sample_id)
+      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
       select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
       from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
     )
-    select id from s`);
+    select id from s`;
   if (rows.length === 0) throw pipelineNotFound(input.pipelineId);
   return { id };
 }
 
-type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
+export type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
 
 /**
  * Where a selection's rows come from. Without metadata: samples, through the order index or
@@ -44,7 +50,7 @@ type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
  * labels of every other key on (created_at, sample_id), which is also the selection order.
  * `withSamples` joins the samples themselves (for listing, or to filter by user/group).
  */
-function selectionSource(pipelineId: string, s: Selection, withSamples: boolean): Source {
+export function selectionSource(pipelineId: string, s: Selection, withSamples: boolean): Source {
   const labels = Object.entries(s.metadata ?? {});
   const sampleFilters: SQL[] = [];
   if (s.userId !== undefined) sampleFilters.push(sql`s.user_id = ${s.userId}`);
