@@ -14,7 +14,7 @@ import { freshDatabase, latencies, percentile, request, round, startProductionAp
 export default async function ingest(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { samples: { type: "string", default: "1000000" }, seconds: { type: "string", default: "10" } },
+    options: { samples: { type: "string", default: "1000000" }, seconds: { type: "string", default: "15" } },
   });
   const total = Number(values.samples);
   const seconds = Number(values.seconds);
@@ -45,10 +45,15 @@ export default async function ingest(argv: string[]): Promise<void> {
       });
     await throughput(32, 2, empty);
     await throughput(32, 2, add);
-    const emptyRps = await throughput(32, seconds, empty);
-    const addRps = await throughput(32, seconds, add);
+    // Alternating rounds, best of each: load from elsewhere on a shared machine hits both alike.
+    let emptyRps = 0;
+    let addRps = 0;
+    for (let round = 0; round < 3; round++) {
+      emptyRps = Math.max(emptyRps, await throughput(32, seconds / 3, empty));
+      addRps = Math.max(addRps, await throughput(32, seconds / 3, add));
+    }
     console.log(
-      `empty route: ${emptyRps.toFixed(0)} req/s   add: ${addRps.toFixed(0)} req/s   (32 clients, ${seconds}s each)`,
+      `empty route: ${emptyRps.toFixed(0)} req/s   add: ${addRps.toFixed(0)} req/s   (32 clients, best of 3 alternating rounds)`,
     );
 
     // --- 2. a pipeline with `total` samples, inserted by Postgres itself.
