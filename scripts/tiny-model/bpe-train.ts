@@ -1,4 +1,4 @@
-import { BYTE_TO_CHAR, byteLevelWords } from "./byte-level";
+import { BYTE_TO_CHAR, byteLevelWords } from "../../workers/engine/byte-level";
 
 export interface TrainedBpe {
   /** token string (byte-level chars) -> id; ids 0..255 are the single bytes in byte order. */

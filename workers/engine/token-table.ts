@@ -1,22 +1,14 @@
 // The raw bytes each token id contributes to the output, derived from the tokenizer's vocab and
 // decoder type. Used where text must be reasoned about below the string level (bad_words).
 import type { PreTrainedTokenizer } from "@huggingface/transformers";
+import { BYTE_TO_CHAR } from "./byte-level";
 
 export interface TokenTable {
   /** bytes[id]; empty for special tokens and ids outside the tokenizer's vocab. */
   bytes: Uint8Array[];
 }
 
-const BYTE_LEVEL_CHAR_TO_BYTE: Map<string, number> = (() => {
-  const bs: number[] = [];
-  for (let b = 33; b <= 126; b++) bs.push(b);
-  for (let b = 161; b <= 172; b++) bs.push(b);
-  for (let b = 174; b <= 255; b++) bs.push(b);
-  const cs = [...bs];
-  let n = 0;
-  for (let b = 0; b < 256; b++) if (!bs.includes(b)) (bs.push(b), cs.push(256 + n++));
-  return new Map(bs.map((b, i) => [String.fromCodePoint(cs[i]), b]));
-})();
+const BYTE_LEVEL_CHAR_TO_BYTE: Map<string, number> = new Map(BYTE_TO_CHAR.map((c, b) => [c, b]));
 
 const EMPTY = new Uint8Array(0);
 const cache = new WeakMap<PreTrainedTokenizer, TokenTable>();
