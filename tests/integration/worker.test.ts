@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from "vitest";
 import { workers } from "@/lib/db/schema";
 import { workerSecret } from "@/lib/internal-secret";
-import { InferenceClient } from "@/workers/inference/client";
+import { InferenceClient } from "@/lib/inference/client";
 import { db } from "../helpers/context";
 
 describe("the worker process", () => {

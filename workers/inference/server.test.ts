@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine/engine";
 import type { Scheduler } from "../engine/scheduler";
 import { tinyModelDir } from "../engine/testing/models";
-import { InferenceClient, InferenceError } from "./client";
+import { InferenceClient, InferenceError } from "@/lib/inference/client";
 import { startInferenceServer, type InferenceServer } from "./server";
 
 let engine: Engine;
