@@ -1,5 +1,7 @@
 // `npm run cli -- <command> [--flags]`: administration against the same database as the app,
 // whether the app is running or not. Exit code 2 for usage errors, 1 for anything that failed.
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { parseArgs } from "node:util";
 import { and, eq } from "drizzle-orm";
 import type { DbHandle } from "@/lib/db/client";
@@ -7,6 +9,7 @@ import { deployments } from "@/lib/db/schema";
 import { ApiError } from "@/lib/errors";
 import { EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
+import { createDeployment, deleteDeployment, deploymentUrl, listDeployments } from "@/lib/services/deployments";
 import { createTeam, getTeamBySlug } from "@/lib/services/teams";
 import { createUser } from "@/lib/services/users";
 import { withAppDatabase } from "./lib/database";
@@ -87,6 +90,47 @@ const commands: Record<string, Command> = {
       printTable(rows);
     },
   },
+  "deployment:create": {
+    usage: "deployment:create --team S --name N --model PATH_OR_ID   # prints the deployment URL",
+    flags: {
+      team: { type: "string", required: true },
+      name: { type: "string", required: true },
+      model: { type: "string", required: true },
+    },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const dep = await createDeployment(db, { teamId: team.id, name: f.name!, model: modelReference(f.model!) });
+      console.log(`created deployment ${dep.name} (${dep.id}) serving ${dep.model}`);
+      console.log(deploymentUrl(team.slug, dep.name));
+    },
+  },
+  "deployment:list": {
+    usage: "deployment:list --team S",
+    flags: { team: { type: "string", required: true } },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const rows = await listDeployments(db, team.id);
+      if (rows.length === 0) return console.log(`team ${team.slug} has no deployments`);
+      printTable(
+        rows.map((d) => ({
+          name: d.name,
+          id: d.id,
+          model: d.model,
+          url: deploymentUrl(team.slug, d.name),
+          created: d.createdAt.toISOString(),
+        })),
+      );
+    },
+  },
+  "deployment:delete": {
+    usage: "deployment:delete --team S --name N",
+    flags: { team: { type: "string", required: true }, name: { type: "string", required: true } },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const dep = await deleteDeployment(db, { teamId: team.id, name: f.name! });
+      console.log(`deleted deployment ${dep.name} (${dep.id}) of team ${team.slug}`);
+    },
+  },
   "key:revoke": {
     usage: "key:revoke --id ID",
     flags: { id: { type: "string", required: true } },
@@ -96,6 +140,16 @@ const commands: Record<string, Command> = {
     },
   },
 };
+
+/**
+ * A model folder given as a relative path is made absolute against the directory the command was
+ * typed in (npm runs scripts from the package root and keeps the caller's in INIT_CWD), so every
+ * worker finds it; anything that is not an existing path is a hub id and stays as given.
+ */
+function modelReference(model: string): string {
+  const local = path.resolve(process.env.INIT_CWD ?? process.cwd(), model);
+  return path.isAbsolute(model) || model.startsWith(".") || existsSync(local) ? local : model;
+}
 
 function printTable(rows: Record<string, string>[]): void {
   const cols = Object.keys(rows[0]!);

@@ -56,7 +56,19 @@ describe("npm start", () => {
     const signIn = /Sign in:\s+(demo@example\.com) \/ (\S+)/.exec(out);
     expect(signIn).not.toBeNull();
     const apiKey = /API key:\s+(lmp_sk_\S+)/.exec(out)![1]!;
-    expect(out).toMatch(/Model key:\s+lmp_mk_\S+/);
+    const modelKey = /Model key:\s+(lmp_mk_\S+)/.exec(out)![1]!;
+
+    // The demo deployment serves the generated tiny model: its printed URL completes a prompt.
+    const deploymentUrl = /Deployment:\s+(\S+)/.exec(out)![1]!;
+    expect(deploymentUrl).toBe(`${base}/deployments/demo/demo`);
+    const completion = await fetch(deploymentUrl, {
+      method: "POST",
+      headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 5 }),
+    });
+    expect(completion.status).toBe(200);
+    const completed = (await completion.json()) as { result: { completion: string }[] };
+    expect(completed.result[0]!.completion.length).toBeGreaterThan(0);
 
     const auth = { authorization: `Bearer ${apiKey}` };
     const created = await fetch(`${base}/v1/pipelines/create`, {
@@ -95,6 +107,13 @@ describe("npm start", () => {
     const second = await launch(port);
     expect(second.output()).not.toMatch(/API key:\s+lmp_sk_/);
     expect(second.output()).toContain("first-run.txt");
+    // The demo deployment and its model are kept.
+    const again = await fetch(deploymentUrl, {
+      method: "POST",
+      headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 5 }),
+    });
+    expect(again.status).toBe(200);
     const got = await fetch(`${base}/v1/pipelines/${pipelineId}`, { headers: auth });
     expect(got.status).toBe(200);
     const sql2 = postgres(dbUrl(), { max: 1 });

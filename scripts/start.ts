@@ -2,7 +2,7 @@
 // set), applies migrations, seeds a demo team on first run, then runs the web app and the
 // worker until Ctrl-C, which stops every process it started.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { connect } from "@/lib/db/client";
 import { startEmbeddedDb, type EmbeddedDb } from "@/lib/db/embedded";
@@ -12,6 +12,7 @@ import { EnvError, parseEnv } from "@/lib/env";
 import { seedDemo, type DemoCredentials } from "@/lib/services/demo";
 import { ensureBuild, repoRoot } from "./lib/build";
 import { embeddedDataDir } from "./lib/database";
+import { generateTinyModel } from "./tiny-model/generate";
 
 const children: ChildProcess[] = [];
 let embedded: EmbeddedDb | undefined;
@@ -34,8 +35,9 @@ async function main(): Promise<void> {
     databaseUrl = embedded.url;
   }
   await migrateDatabase(databaseUrl);
+  const demoModel = await ensureDemoModel(e.DATA_DIR);
   const handle = connect(databaseUrl, { max: 1 });
-  const demo = await seedDemo(handle.db);
+  const demo = await seedDemo(handle.db, { demoModel });
   await handle.close();
   if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
 
@@ -101,12 +103,28 @@ async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void> {
   throw new Error(`The web app did not answer at ${url} within ${timeoutMs / 1000}s.`);
 }
 
+/**
+ * The demo deployment serves the generated tiny model from DATA_DIR/models/tiny (deterministic,
+ * a few seconds to make; generated again only if the folder is gone), so a first run can
+ * complete text without downloading anything.
+ */
+async function ensureDemoModel(dataDir: string): Promise<string> {
+  const dir = path.join(dataDir, "models", "tiny");
+  if (!existsSync(path.join(dir, "onnx", "model.onnx"))) await generateTinyModel(dir);
+  return dir;
+}
+
+const demoDeploymentUrl = (url: string, demo: DemoCredentials) =>
+  demo.deploymentName ? `${url}/deployments/${demo.teamSlug}/${demo.deploymentName}` : null;
+
 function writeFirstRunFile(dataDir: string, url: string, demo: DemoCredentials): void {
+  const deployment = demoDeploymentUrl(url, demo);
   const text = [
     `URL:       ${url}`,
     `Sign in:   ${demo.email} / ${demo.password}`,
     `API key:   ${demo.apiKey}`,
     `Model key: ${demo.modelKey}`,
+    ...(deployment ? [`Deployment: ${deployment}`] : []),
     "",
   ].join("\n");
   writeFileSync(path.join(dataDir, "first-run.txt"), text, { mode: 0o600 });
@@ -119,6 +137,7 @@ function printBanner(url: string, dataDir: string, demo: DemoCredentials | null,
       `  Sign in:    ${demo.email} / ${demo.password}`,
       `  API key:    ${demo.apiKey}`,
       `  Model key:  ${demo.modelKey}`,
+      ...(demoDeploymentUrl(url, demo) ? [`  Deployment: ${demoDeploymentUrl(url, demo)}`] : []),
       "",
       `  These were created on this first run and are also saved in ${path.join(dataDir, "first-run.txt")}.`,
     );
@@ -131,6 +150,11 @@ function printBanner(url: string, dataDir: string, demo: DemoCredentials | null,
   lines.push(
     "",
     `  Try it:     curl -H "Authorization: Bearer ${demo?.apiKey ?? "<API key>"}" ${url}/v1/pipelines/list`,
+    ...(demo && demoDeploymentUrl(url, demo)
+      ? [
+          `              curl -H "Authorization: Bearer ${demo.modelKey}" ${demoDeploymentUrl(url, demo)} -d '{"prompt":"Once upon a time","max_tokens":20}'`,
+        ]
+      : []),
     `  Database:   ${external ? "DATABASE_URL" : `embedded (files in ${embeddedDataDir(dataDir)})`}`,
     "  Stop:       Ctrl-C",
     "",

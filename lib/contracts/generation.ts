@@ -6,11 +6,19 @@ export const MAX_CONTEXT_TOKENS = 2048;
 export const MAX_TOP_K = 50_400;
 export const MAX_N = 16;
 
+/** A chat turn; the worker renders `messages` with the model's chat template. */
+export const generationMessageSchema = z.strictObject({
+  role: z.enum(["system", "user", "assistant"]),
+  content: z.string(),
+});
+
 export const generationRequestSchema = z
   .object({
     /** Model id as the worker knows it (a local folder or hub id). */
     model: z.string().min(1).optional(),
-    prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]),
+    /** Exactly one of `prompt` and `messages`. */
+    prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]).optional(),
+    messages: z.array(generationMessageSchema).min(1).optional(),
     max_tokens: z.number().int().min(1).max(MAX_CONTEXT_TOKENS).default(16),
     /** 0 means greedy. */
     temperature: z.number().min(0).max(1).default(1),
@@ -29,8 +37,13 @@ export const generationRequestSchema = z
     logprobs: z.number().int().min(1).max(5).optional(),
     seed: z.number().int().optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((r, ctx) => {
+    if ((r.prompt === undefined) === (r.messages === undefined))
+      ctx.addIssue({ code: "custom", path: ["prompt"], message: "give exactly one of prompt and messages" });
+  });
 
+export type GenerationMessage = z.infer<typeof generationMessageSchema>;
 export type GenerationRequestInput = z.input<typeof generationRequestSchema>;
 export type GenerationRequest = z.output<typeof generationRequestSchema>;
 

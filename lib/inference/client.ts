@@ -42,36 +42,25 @@ export class InferenceClient {
 
   /** Events as they arrive; an "error" event mid-stream is thrown as an InferenceError. */
   async *stream(request: GenerationRequestInput, opts: CallOptions = {}): AsyncIterable<GenerationStreamEvent> {
-    const res = await this.post("/generate-stream", request, opts.signal);
-    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let nl: number;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, nl).trim();
-          buffer = buffer.slice(nl + 1);
-          if (!line) continue;
-          const event = JSON.parse(line) as GenerationStreamEvent;
-          if (event.type === "error")
-            throw new InferenceError(500, event.error.type, event.error.message, event.error.param);
-          yield event;
-        }
-      }
-    } finally {
-      await reader.cancel().catch(() => {}); // closing early disconnects, which cancels the generation
-    }
+    yield* await this.open(request, opts);
   }
 
-  async health(): Promise<{ status: string; models: string[] }> {
+  /**
+   * Starts a streamed generation and resolves once the worker has accepted it (validated and
+   * queued), so a caller can still answer with an error status; rejects with an InferenceError
+   * otherwise. Iterating the result reads the events as they arrive.
+   */
+  async open(request: GenerationRequestInput, opts: CallOptions = {}): Promise<AsyncIterable<GenerationStreamEvent>> {
+    const res = await this.post("/generate-stream", request, opts.signal);
+    return readEvents(res);
+  }
+
+  async health(): Promise<{ status: string; models: string[]; load?: Record<string, number | string>[] }> {
     const res = await this.fetch(`${this.opts.url}/health`, {
       headers: { authorization: `Bearer ${this.opts.secret}` },
     });
     if (!res.ok) throw await toError(res);
-    return (await res.json()) as { status: string; models: string[] };
+    return (await res.json()) as { status: string; models: string[]; load?: Record<string, number | string>[] };
   }
 
   private async post(path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
@@ -83,6 +72,36 @@ export class InferenceClient {
     });
     if (!res.ok) throw await toError(res);
     return res;
+  }
+}
+
+async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let finished = false;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) {
+        // A worker that went away mid-generation must not look like a complete result.
+        if (!finished) throw new InferenceError(502, "internal", "the worker closed the stream before it finished");
+        break;
+      }
+      buffer += value;
+      let nl: number;
+      while ((nl = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, nl).trim();
+        buffer = buffer.slice(nl + 1);
+        if (!line) continue;
+        const event = JSON.parse(line) as GenerationStreamEvent;
+        if (event.type === "error")
+          throw new InferenceError(500, event.error.type, event.error.message, event.error.param);
+        if (event.type === "done") finished = true;
+        yield event;
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {}); // closing early disconnects, which cancels the generation
   }
 }
 

@@ -3,6 +3,7 @@ import type { Db } from "../db/client";
 import { teams } from "../db/schema";
 import { randomToken } from "../ids";
 import { createApiKey } from "./api-keys";
+import { createDeployment } from "./deployments";
 import { createTeam } from "./teams";
 import { createUser } from "./users";
 
@@ -12,13 +13,16 @@ export type DemoCredentials = {
   password: string;
   apiKey: string;
   modelKey: string;
+  /** The demo deployment's name, when a demo model was given. */
+  deploymentName: string | null;
 };
 
 /**
  * First run only (no team exists yet): a demo team, a demo user who owns it, an API key and
- * a model key. Returns the credentials (shown once), or null when the database already has teams.
+ * a model key, and with `demoModel` a deployment named `demo` serving it. Returns the
+ * credentials (shown once), or null when the database already has teams.
  */
-export async function seedDemo(db: Db): Promise<DemoCredentials | null> {
+export async function seedDemo(db: Db, options: { demoModel?: string } = {}): Promise<DemoCredentials | null> {
   return db.transaction(async (tx) => {
     // Serialise concurrent first starts on the same database.
     await tx.execute(sql`select pg_advisory_xact_lock(4242001)`);
@@ -30,6 +34,16 @@ export async function seedDemo(db: Db): Promise<DemoCredentials | null> {
     await createUser(tx, { email, password, name: "Demo user", teamId: team.id, role: "owner" });
     const api = await createApiKey(tx, { teamId: team.id, kind: "api", name: "demo API key" });
     const model = await createApiKey(tx, { teamId: team.id, kind: "model", name: "demo model key" });
-    return { teamSlug: team.slug, email, password, apiKey: api.secret, modelKey: model.secret };
+    const deployment = options.demoModel
+      ? await createDeployment(tx, { teamId: team.id, name: "demo", model: options.demoModel })
+      : null;
+    return {
+      teamSlug: team.slug,
+      email,
+      password,
+      apiKey: api.secret,
+      modelKey: model.secret,
+      deploymentName: deployment?.name ?? null,
+    };
   });
 }

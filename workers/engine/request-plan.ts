@@ -3,6 +3,7 @@
 import {
   generationRequestSchema,
   MAX_CONTEXT_TOKENS,
+  type GenerationMessage,
   type GenerationRequest,
   type GenerationRequestInput,
 } from "@/lib/contracts/generation";
@@ -29,6 +30,18 @@ export function parseRequest(input: GenerationRequestInput | unknown): Generatio
   return parsed.data;
 }
 
+/**
+ * A conversation as the model expects it: its own chat template (tokenizer_config.json) with the
+ * assistant turn opened. A model without a template gets a plain "role: content" transcript, so
+ * chat works with any causal LM.
+ */
+export function renderChat(m: LoadedModel, messages: GenerationMessage[]): string {
+  if (m.tokenizer.chat_template) {
+    return m.tokenizer.apply_chat_template(messages, { tokenize: false, add_generation_prompt: true }) as string;
+  }
+  return messages.map((msg) => `${msg.role}: ${msg.content}\n`).join("") + "assistant:";
+}
+
 export function vocabularySize(m: LoadedModel): number {
   const cfg = m.model.config as unknown as { vocab_size?: number };
   return cfg.vocab_size ?? (m.tokenizer.get_vocab() as Map<string, number>).size;
@@ -39,10 +52,14 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
   const vocab = vocabularySize(m);
   let promptIds: number[];
   let promptText: string;
-  if (typeof request.prompt === "string") {
+  if (request.messages) {
+    promptText = renderChat(m, request.messages);
+    // The template writes the special tokens itself (BOS, turn markers): add none on top.
+    promptIds = m.tokenizer.encode(promptText, { add_special_tokens: false });
+  } else if (typeof request.prompt === "string") {
     promptIds = m.tokenizer.encode(request.prompt);
     promptText = request.prompt;
-  } else {
+  } else if (request.prompt) {
     const bad = request.prompt.find((id) => id >= vocab);
     if (bad !== undefined)
       throw new EngineError(
@@ -52,6 +69,8 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
       );
     promptIds = request.prompt;
     promptText = m.tokenizer.decode(promptIds, { skip_special_tokens: true });
+  } else {
+    throw new EngineError("invalid_request", "give exactly one of prompt and messages", "prompt");
   }
   if (promptIds.length === 0)
     throw new EngineError("invalid_request", "prompt must contain at least one token", "prompt");

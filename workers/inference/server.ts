@@ -1,6 +1,7 @@
 // The worker's internal inference API (loopback by default, shared-secret bearer auth).
 //
 //   POST /generate         JSON GenerationRequest → 200 JSON GenerationResult
+//                          (a `prompt`, or chat `messages` rendered with the model's chat template)
 //   POST /generate-stream  JSON GenerationRequest → 200 application/x-ndjson: one
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).

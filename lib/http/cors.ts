@@ -1,0 +1,20 @@
+// CORS for the deployment endpoints: browsers call them from any origin (the spec's example
+// client is a page with an EventSource). Credentials are bearer keys, never cookies, so a
+// wildcard origin exposes nothing a caller does not already hold.
+export const CORS_HEADERS: Record<string, string> = {
+  "access-control-allow-origin": "*",
+  "access-control-allow-methods": "GET, POST, OPTIONS",
+  "access-control-allow-headers": "authorization, content-type, last-event-id, cache-control",
+  "access-control-expose-headers": "x-request-id",
+  "access-control-max-age": "86400",
+};
+
+export function withCors(res: Response): Response {
+  for (const [k, v] of Object.entries(CORS_HEADERS)) res.headers.set(k, v);
+  return res;
+}
+
+/** The answer to a preflight (OPTIONS) request. */
+export function preflightResponse(): Response {
+  return new Response(null, { status: 204, headers: CORS_HEADERS });
+}

@@ -1,0 +1,73 @@
+// Hosted chat and prompt completion (POST /v1/chat/completions) on a team's deployment.
+import type { ChatCompletionInput, ChatCompletionResult } from "../contracts/chat-completions";
+import type { GenerationResult, GenerationUsage } from "../contracts/generation";
+import type { DbOrTx } from "../db/client";
+import type { Deployment, Team } from "../db/schema";
+import { notFound } from "../errors";
+import { randomToken } from "../ids";
+import type { CompletionParams } from "./deployment-completions";
+import { getDeploymentByName } from "./deployments";
+
+/**
+ * `model` is `team-slug/deployment-name` or a bare name of the caller's team. Another team's
+ * deployment is "not found" like an unknown one: a team cannot learn what others deploy.
+ */
+export async function resolveChatModel(
+  db: DbOrTx,
+  team: Team,
+  model: string,
+): Promise<{ deployment: Deployment; name: string }> {
+  const slash = model.indexOf("/");
+  const slug = slash >= 0 ? model.slice(0, slash) : team.slug;
+  const name = slash >= 0 ? model.slice(slash + 1) : model;
+  if (slug !== team.slug) throw notFound(`No deployment '${model}'.`, "model");
+  try {
+    return { deployment: await getDeploymentByName(db, { teamId: team.id, name }, "model"), name: `${slug}/${name}` };
+  } catch {
+    throw notFound(`No deployment '${model}'.`, "model");
+  }
+}
+
+export function toCompletionParams(b: ChatCompletionInput): CompletionParams {
+  return {
+    messages: b.messages,
+    prompt: b.prompt,
+    max_tokens: b.max_tokens,
+    temperature: b.temperature ?? b.temeperature,
+    top_p: b.top_p,
+    n: b.n,
+    seed: b.seed,
+    stop: b.stop,
+  };
+}
+
+export const chatUsage = (u: GenerationUsage) => ({
+  input_tokens: u.prompt_tokens,
+  output_tokens: u.completion_tokens,
+  total_tokens: u.total_tokens,
+  prompt_tokens: u.prompt_tokens,
+  completion_tokens: u.completion_tokens,
+});
+
+/** Identity of one completion: the same in the response or in every chunk of its stream. */
+export function chatCompletionMeta(model: string) {
+  return { id: `chatcmpl-${randomToken(24)}`, created: Math.floor(Date.now() / 1000), model };
+}
+
+export function toChatCompletion(
+  r: GenerationResult,
+  meta: ReturnType<typeof chatCompletionMeta>,
+): ChatCompletionResult {
+  return {
+    ...meta,
+    object: "chat.completion",
+    choices: r.choices.map((c) => ({
+      index: c.index,
+      message: { role: "assistant", content: c.text },
+      finish_reason: c.finish_reason === "stop" ? "stop" : "length",
+      logprobs: null,
+    })),
+    usage: chatUsage(r.usage),
+    message: { content: r.choices[0]?.text ?? "" },
+  };
+}
