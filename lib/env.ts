@@ -45,6 +45,16 @@ const EnvSchema = z.object({
   WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
   /** Shared secret of the worker's internal API; derived from AUTH_SECRET when unset. */
   WORKER_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
+  /** Dataset packaging: a claimed job's lease, renewed while it runs; taken over once expired. */
+  DATASET_LEASE_SECONDS: positiveInt.default(30),
+  /** How often an idle worker looks for PROCESSING datasets. */
+  DATASET_POLL_MS: positiveInt.default(1000),
+  /** Samples per database round trip while packaging. */
+  DATASET_BATCH_SIZE: positiveInt.default(2000),
+  /** Claims of one dataset (crashed or failed tries included) before it becomes FAILED. */
+  DATASET_MAX_ATTEMPTS: positiveInt.default(3),
+  /** Testing only: a pause after every DATASET_BATCH_SIZE samples, to kill a worker mid-file. */
+  DATASET_THROTTLE_MS: z.coerce.number().int().min(0).default(0),
   /** Comma-separated models a worker serves in addition to those of the deployments table. */
   WORKER_MODELS: z
     .string()

@@ -1,7 +1,9 @@
 // The worker process: registers itself with a heartbeat, serves inference for the models of
 // the deployments table (plus WORKER_MODELS) on its internal HTTP API, and advertises that
-// API's address and its models so the app can route requests here. Started by `npm start`
+// API's address and its models so the app can route requests here. It also packages datasets
+// (workers/packager): claims PROCESSING rows and writes their JSONL files to the blob store. Started by `npm start`
 // next to the app (or alone: `npm run worker`).
+import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
@@ -9,6 +11,7 @@ import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine";
 import { configureHfEnv } from "./engine/hf-env";
 import { startInferenceServer } from "./inference/server";
+import { startPackager } from "./packager";
 import { registerWorker } from "./registry";
 
 async function main(): Promise<void> {
@@ -26,6 +29,16 @@ async function main(): Promise<void> {
   });
   const registration = await registerWorker(handle.db, { heartbeatSeconds: e.WORKER_HEARTBEAT_SECONDS });
   await registration.advertise({ address: server.url, models: [...engine.models] });
+  const packager = startPackager({
+    db: handle.db,
+    blobs: blobStore(),
+    owner: registration.id,
+    leaseSeconds: e.DATASET_LEASE_SECONDS,
+    pollMs: e.DATASET_POLL_MS,
+    batchSize: e.DATASET_BATCH_SIZE,
+    maxAttempts: e.DATASET_MAX_ATTEMPTS,
+    throttleMs: e.DATASET_THROTTLE_MS,
+  });
   console.log(
     `[worker] ${registration.id} serving ${server.url} (pid ${process.pid}); models: ${engine.models.join(", ") || "none yet"}`,
   );
@@ -47,6 +60,7 @@ async function main(): Promise<void> {
     stopping = true;
     console.log(`[worker] ${signal}: stopping`);
     clearInterval(refresh);
+    await packager.stop().catch((err: unknown) => console.error("[worker] packager stop failed", err));
     await registration.stop().catch((err: unknown) => console.error("[worker] deregistration failed", err));
     await server.close().catch(() => {});
     await handle.close();

@@ -23,6 +23,14 @@ export const datasets = pgTable(
     filter: jsonb("filter").$type<Record<string, unknown>>().notNull(),
     /** Number of samples selected. */
     size: integer("size").notNull(),
+    /**
+     * The frozen selection's upper bound: the newest sample of the pipeline, in selection
+     * order (created_at, id), when the dataset was created. The packager reads only samples at
+     * or before it, so samples added later never appear. Null: the pipeline was empty.
+     * Kept at microsecond precision (mode "string"): a JS Date would round it.
+     */
+    untilCreatedAt: timestamp("until_created_at", { withTimezone: true, mode: "string", precision: 6 }),
+    untilSampleId: text("until_sample_id"),
     /** Samples written so far by the packager. */
     progress: integer("progress").notNull().default(0),
     blobKey: text("blob_key"),

@@ -1,0 +1,14 @@
+import { blobStore } from "@/lib/blob";
+import { env } from "@/lib/env";
+import { apiRoute } from "@/lib/http/api-route";
+import { datasetDownload } from "@/lib/services/datasets";
+
+// A signed, expiring URL of the JSONL file (the app's own for the local driver, S3's otherwise).
+export const GET = apiRoute({}, async ({ handle, principal, params }) => {
+  const { url, expiresAt } = await datasetDownload(handle.db, blobStore(), {
+    teamId: principal.team.id,
+    id: params.id!,
+    ttlSeconds: env().SIGNED_URL_TTL_SECONDS,
+  });
+  return { url, expiresAt: expiresAt.toISOString() };
+});

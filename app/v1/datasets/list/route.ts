@@ -1,0 +1,6 @@
+import { apiRoute } from "@/lib/http/api-route";
+import { listDatasets, toDatasetDto } from "@/lib/services/datasets";
+
+export const GET = apiRoute({}, async ({ handle, principal }) =>
+  (await listDatasets(handle.db, principal.team.id)).map((d) => toDatasetDto(d, principal.team.slug)),
+);

@@ -1,0 +1,69 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { verifySignedUrl } from "../signing";
+import { LocalBlobStore } from "./local-blob-store";
+
+process.env.AUTH_SECRET ??= "unit-test-secret-0123456789-0123456789";
+const root = mkdtempSync(path.join(os.tmpdir(), "lmp-blobs-"));
+const store = new LocalBlobStore(root);
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+async function* parts(...chunks: string[]): AsyncGenerator<Buffer> {
+  for (const c of chunks) yield Buffer.from(c);
+}
+
+describe("LocalBlobStore", () => {
+  it("writes a file under its key and opens it", async () => {
+    await store.put("datasets/d1/a/one.jsonl", parts("a\n", "b\n"));
+    expect(readFileSync(path.join(root, "datasets/d1/a/one.jsonl"), "utf8")).toBe("a\nb\n");
+    const file = await store.open("datasets/d1/a/one.jsonl");
+    expect(file?.size).toBe(4);
+    expect(await new Response(file!.stream()).text()).toBe("a\nb\n");
+    expect(await store.open("datasets/d1/a/none.jsonl")).toBeUndefined();
+  });
+
+  it("shows nothing under the key until the whole file is written, and nothing after a failure", async () => {
+    const key = "datasets/d2/a/two.jsonl";
+    let seenMidway: boolean | undefined;
+    async function* body(): AsyncGenerator<Buffer> {
+      yield Buffer.from("first\n");
+      seenMidway = existsSync(path.join(root, key));
+      throw new Error("boom");
+    }
+    await expect(store.put(key, body())).rejects.toThrow("boom");
+    expect(seenMidway).toBe(false);
+    expect(existsSync(path.join(root, key))).toBe(false);
+    expect(readdirSync(path.join(root, ".tmp"))).toEqual([]);
+  });
+
+  it("removes a prefix folder and signs download URLs for the app's blob route", async () => {
+    await store.put("datasets/d3/a/x.jsonl", parts("x"));
+    await store.put("datasets/d30/a/y.jsonl", parts("y"));
+    await store.removePrefix("datasets/d3/");
+    expect(existsSync(path.join(root, "datasets/d3"))).toBe(false);
+    expect(existsSync(path.join(root, "datasets/d30/a/y.jsonl"))).toBe(true);
+    const { url, expiresAt } = await store.downloadUrl("datasets/d30/a/y.jsonl", { ttlSeconds: 120 });
+    const parsed = new URL(url);
+    expect(parsed.pathname).toBe("/v1/blobs/datasets/d30/a/y.jsonl");
+    expect(verifySignedUrl(parsed)).toEqual({ ok: true });
+    expect(Number(parsed.searchParams.get("expires")) * 1000).toBe(expiresAt.getTime());
+  });
+
+  it("refuses keys that could escape the folder", async () => {
+    for (const key of ["../x", "a/../../x", "/etc/passwd", "a//b", ".tmp/x", ""]) {
+      await expect(store.put(key, parts("x")), key).rejects.toThrow(/invalid blob key/);
+    }
+  });
+
+  it("sweeps temporary files left by killed writers, not fresh ones", async () => {
+    const tmp = path.join(root, ".tmp");
+    writeFileSync(path.join(tmp, "old"), "partial");
+    writeFileSync(path.join(tmp, "fresh"), "partial");
+    const anHourAgo = new Date(Date.now() - 3600_000);
+    utimesSync(path.join(tmp, "old"), anHourAgo, anHourAgo);
+    await store.sweepTemporary(60_000);
+    expect(readdirSync(tmp)).toEqual(["fresh"]);
+  });
+});

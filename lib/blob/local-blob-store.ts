@@ -1,0 +1,81 @@
+import { randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { signedUrl } from "../signing";
+import { assertValidKey, type BlobStore } from "./blob-store";
+
+/** The app route that serves local blobs (app/v1/blobs/[...key]/route.ts). */
+export const LOCAL_BLOB_ROUTE = "/v1/blobs/";
+
+/**
+ * Blobs as files under `root`. A put writes `root/.tmp/<uuid>`, fsyncs it and renames it to
+ * its key: rename is atomic within one file system, so a reader (or a crash) never sees a
+ * partial file under a key. A killed writer leaves only its temporary file, which
+ * `sweepTemporary` removes.
+ */
+export class LocalBlobStore implements BlobStore {
+  constructor(readonly root: string) {}
+
+  pathOf(key: string): string {
+    assertValidKey(key);
+    return path.join(this.root, ...key.split("/"));
+  }
+
+  async put(key: string, body: AsyncIterable<Uint8Array>, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const target = this.pathOf(key);
+    const tmpDir = path.join(this.root, ".tmp");
+    await mkdir(tmpDir, { recursive: true });
+    const tmp = path.join(tmpDir, randomUUID());
+    try {
+      await pipeline(Readable.from(body), createWriteStream(tmp), { signal: options.signal });
+      // Durable before it becomes visible: a crash after the rename must not leave a short file.
+      const file = await open(tmp, "r+");
+      try {
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await mkdir(path.dirname(target), { recursive: true });
+      await rename(tmp, target);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+  }
+
+  async removePrefix(prefix: string): Promise<void> {
+    // Dataset prefixes are folders ("datasets/<id>/"); a bare key prefix is removed as a file.
+    const trimmed = prefix.replace(/\/+$/, "");
+    await rm(this.pathOf(trimmed), { recursive: true, force: true });
+  }
+
+  async downloadUrl(key: string, options: { ttlSeconds: number }) {
+    assertValidKey(key);
+    const now = Date.now();
+    const url = signedUrl(LOCAL_BLOB_ROUTE + key, options.ttlSeconds, now);
+    return { url, expiresAt: new Date((Math.floor(now / 1000) + options.ttlSeconds) * 1000) };
+  }
+
+  /** The file behind a key, for the serving route; undefined when there is none. */
+  async open(key: string): Promise<{ size: number; stream: () => ReadableStream<Uint8Array> } | undefined> {
+    const file = this.pathOf(key);
+    const info = await stat(file).catch(() => undefined);
+    if (!info?.isFile()) return undefined;
+    return { size: info.size, stream: () => Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array> };
+  }
+
+  /** Removes temporary files older than `olderThanMs` (left by writers that were killed). */
+  async sweepTemporary(olderThanMs: number): Promise<void> {
+    const tmpDir = path.join(this.root, ".tmp");
+    const names = await readdir(tmpDir).catch(() => [] as string[]);
+    const cutoff = Date.now() - olderThanMs;
+    for (const name of names) {
+      const file = path.join(tmpDir, name);
+      const info = await stat(file).catch(() => undefined);
+      if (info && info.mtimeMs < cutoff) await rm(file, { force: true });
+    }
+  }
+}

@@ -1,0 +1,165 @@
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import type { BlobStore, SignedDownload } from "../blob";
+import type { DatasetDto } from "../contracts/datasets";
+import type { Selection } from "../contracts/pipelines";
+import type { DbOrTx } from "../db/client";
+import { datasets, type Dataset } from "../db/schema";
+import { conflict, notFound } from "../errors";
+import { newId } from "../ids";
+import { pipelineNotFound } from "./pipelines";
+import { selectionSource } from "./samples";
+
+/** A selection's filters; absent keys are no filter. */
+export type DatasetSelection = Partial<Selection>;
+
+/** The frozen selection's upper bound in selection order; null when the pipeline was empty. */
+export type SelectionBound = { createdAt: string; sampleId: string } | null;
+
+/** The blob keys of one dataset all live under this prefix (one file per packaging attempt). */
+export const datasetBlobPrefix = (datasetId: string) => `datasets/${datasetId}/`;
+
+export function toDatasetDto(row: Dataset, teamSlug: string): DatasetDto {
+  return {
+    id: row.id,
+    name: row.name,
+    teamId: row.teamId,
+    datasetString: `${teamSlug}/${row.name}`,
+    size: row.size,
+    status: row.status,
+    createdAt: row.createdAt.toISOString(),
+    deletedAt: row.deletedAt?.toISOString() ?? null,
+    pipelineId: row.pipelineId,
+    filter: row.filter,
+    progress: row.progress,
+    bytes: row.bytes,
+    checksum: row.checksum,
+    error: row.error,
+  };
+}
+
+/**
+ * Creates a PROCESSING dataset of a pipeline's selection; a worker packages it (dataset-jobs.ts).
+ *
+ * The selection is frozen here: under a `for update` lock on the pipeline row, which waits for
+ * every `add` in flight (they lock it `for key share` before taking their created_at), the
+ * newest sample becomes the dataset's bound. Every later sample sorts after it, and the
+ * packager reads only up to it, so `size` and the file agree whatever the worker's timing.
+ * The lock is held for one index step only; the count runs after it.
+ */
+export async function createDataset(
+  db: DbOrTx,
+  input: { teamId: string; pipelineId: string; name: string; selection: DatasetSelection },
+): Promise<Dataset> {
+  const bound = await db.transaction(async (tx): Promise<SelectionBound> => {
+    const found = await tx.execute(
+      sql`select id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId} for update`,
+    );
+    if (found.length === 0) throw pipelineNotFound(input.pipelineId);
+    const [last] = await tx.execute<{ created_at: string; id: string }>(sql`
+      select created_at::text as created_at, id from samples where pipeline_id = ${input.pipelineId}
+      order by created_at desc, id desc limit 1`);
+    return last ? { createdAt: last.created_at, sampleId: last.id } : null;
+  });
+  const size = await countFrozenSelection(db, input.pipelineId, input.selection, bound);
+  try {
+    const [row] = await db
+      .insert(datasets)
+      .values({
+        id: newId("dataset"),
+        teamId: input.teamId,
+        pipelineId: input.pipelineId,
+        name: input.name,
+        filter: input.selection,
+        size,
+        untilCreatedAt: bound?.createdAt ?? null,
+        untilSampleId: bound?.sampleId ?? null,
+      })
+      .returning();
+    return row!;
+  } catch (err) {
+    if (isUniqueViolation(err)) throw conflict(`A dataset named '${input.name}' already exists.`, "name");
+    throw err;
+  }
+}
+
+/** The SQL condition "at or before the bound" on a selection source's order columns. */
+export function withinBound(src: ReturnType<typeof selectionSource>, bound: NonNullable<SelectionBound>) {
+  return sql`(${src.ts}, ${src.id}) <= (${bound.createdAt}::timestamptz, ${bound.sampleId})`;
+}
+
+async function countFrozenSelection(
+  db: DbOrTx,
+  pipelineId: string,
+  selection: DatasetSelection,
+  bound: SelectionBound,
+): Promise<number> {
+  if (!bound) return 0;
+  const src = selectionSource(pipelineId, selection as Selection, false);
+  const where = [...src.where, withinBound(src, bound)];
+  const [row] = await db.execute<{ count: number }>(
+    sql`select count(*)::int as count from ${src.from} where ${sql.join(where, sql` and `)}`,
+  );
+  const total = Math.max(0, (row?.count ?? 0) - (selection.offset ?? 0));
+  return selection.limit === undefined ? total : Math.min(total, selection.limit);
+}
+
+function isUniqueViolation(err: unknown): boolean {
+  for (let e: any = err; e; e = e.cause) if (e.code === "23505") return true;
+  return false;
+}
+
+/** A team's datasets that are not deleted, newest first. */
+export async function listDatasets(db: DbOrTx, teamId: string): Promise<Dataset[]> {
+  return db
+    .select()
+    .from(datasets)
+    .where(and(eq(datasets.teamId, teamId), isNull(datasets.deletedAt)))
+    .orderBy(desc(datasets.createdAt), desc(datasets.id));
+}
+
+/** One dataset of the team; deleted and other teams' datasets are not found. */
+export async function getDataset(db: DbOrTx, input: { teamId: string; id: string }): Promise<Dataset> {
+  const [row] = await db
+    .select()
+    .from(datasets)
+    .where(and(eq(datasets.id, input.id), eq(datasets.teamId, input.teamId), isNull(datasets.deletedAt)));
+  if (!row) throw datasetNotFound(input.id);
+  return row;
+}
+
+/**
+ * Marks the dataset deleted (its name becomes free) and removes its files. A worker still
+ * packaging it loses its lease at its next renewal and removes what it wrote.
+ */
+export async function deleteDataset(
+  db: DbOrTx,
+  blobs: BlobStore,
+  input: { teamId: string; id: string },
+): Promise<Dataset> {
+  const [row] = await db
+    .update(datasets)
+    .set({ deletedAt: sql`now()`, updatedAt: sql`now()`, leaseOwner: null, leaseExpiresAt: null })
+    .where(and(eq(datasets.id, input.id), eq(datasets.teamId, input.teamId), isNull(datasets.deletedAt)))
+    .returning();
+  if (!row) throw datasetNotFound(input.id);
+  await blobs.removePrefix(datasetBlobPrefix(row.id));
+  return row;
+}
+
+/** A signed, expiring URL of a READY dataset's file; 409 while PROCESSING or when FAILED. */
+export async function datasetDownload(
+  db: DbOrTx,
+  blobs: BlobStore,
+  input: { teamId: string; id: string; ttlSeconds: number },
+): Promise<SignedDownload> {
+  const row = await getDataset(db, input);
+  if (row.status === "PROCESSING") {
+    throw conflict(`Dataset '${row.id}' is still PROCESSING (${row.progress} of ${row.size} samples written).`);
+  }
+  if (row.status === "FAILED") throw conflict(`Dataset '${row.id}' FAILED: ${row.error ?? "no file was produced"}`);
+  return blobs.downloadUrl(row.blobKey!, { ttlSeconds: input.ttlSeconds, filename: `${row.name}.jsonl` });
+}
+
+export function datasetNotFound(id: string) {
+  return notFound(`No dataset with id '${id}'.`, "id");
+}

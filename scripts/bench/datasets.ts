@@ -1,0 +1,177 @@
+// npm run bench -- datasets [--samples N] [--batch B]
+// On the real Postgres, with N (default 1,000,000) samples in one pipeline:
+//  1. the time of `COPY (SELECT messages … same selection) TO STDOUT` read through postgres.js;
+//  2. a real worker process (workers/main.ts) packaging the dataset of that selection into the
+//     local blob store: samples per second, time ÷ COPY time, the worker's peak RSS (VmHWM);
+//  3. the file checked: one line per sample, the recorded sha256 and byte count.
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createReadStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { eq } from "drizzle-orm";
+import postgres from "postgres";
+import { connect } from "@/lib/db/client";
+import { datasets } from "@/lib/db/schema";
+import { createDataset } from "@/lib/services/datasets";
+import { createPipeline } from "@/lib/services/pipelines";
+import { createTeam } from "@/lib/services/teams";
+import { repoRoot } from "../lib/build";
+import { freshDatabase, round } from "./_harness";
+
+const BENCH_T = Number(process.env.BENCH_TIMEOUT_MS ?? 600_000);
+
+export default async function datasetsBench(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { samples: { type: "string", default: "1000000" }, batch: { type: "string", default: "2000" } },
+  });
+  const total = Number(values.samples);
+  const db = await freshDatabase("datasets");
+  const handle = connect(db.url, { max: 2 });
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-bench-datasets-"));
+  const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  let stopWorker = async () => {};
+  try {
+    const team = await createTeam(handle.db, { slug: "bench" });
+    const pipeline = await createPipeline(handle.db, { teamId: team.id, name: "big" });
+    const t0 = performance.now();
+    await sql`
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, created_at)
+      select 'smp_bench' || lpad(g::text, 12, '0'), ${pipeline.id}, ${team.id},
+             jsonb_build_array(jsonb_build_object('role','system','content','You are a helpful assistant.'),
+                               jsonb_build_object('role','user','content','question number ' || g || ': what is ' || g || ' + 1?'),
+                               jsonb_build_object('role','assistant','content','The answer to question ' || g || ' is ' || (g + 1) || '.')),
+             3, 'u' || (g % 1000), now() - interval '1 day' + g * interval '1 millisecond'
+      from generate_series(1, ${total}) g`;
+    await sql`vacuum analyze samples`;
+    console.log(`inserted ${total} samples in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+
+    // The worker first, so its start-up is not timed; it polls every 50 ms.
+    const worker = await startBenchWorker({
+      DATABASE_URL: db.url,
+      DATA_DIR: dataDir,
+      AUTH_SECRET: "bench-secret-0123456789-0123456789-abc",
+      WORKER_MODELS: "",
+      DATASET_POLL_MS: "50",
+      DATASET_BATCH_SIZE: values.batch!,
+    });
+    stopWorker = worker.stop;
+    const idleRssMb = readProcStatusMb(worker.pid, "VmRSS");
+
+    const dataset = await createDataset(handle.db, {
+      teamId: team.id,
+      pipelineId: pipeline.id,
+      name: "bench",
+      selection: {},
+    });
+    const started = performance.now();
+    let row = dataset;
+    while (row.status === "PROCESSING") {
+      if (performance.now() - started > BENCH_T) throw new Error(`not packaged in time:\n${worker.logs()}`);
+      await new Promise((r) => setTimeout(r, 20));
+      [row] = await handle.db.select().from(datasets).where(eq(datasets.id, dataset.id));
+      if (!row) throw new Error("dataset vanished");
+    }
+    const packagingS = (performance.now() - started) / 1000;
+    if (row.status !== "READY") throw new Error(`dataset ${row.status}: ${row.error}`);
+    const peakRssMb = readProcStatusMb(worker.pid, "VmHWM");
+    const workerLine = worker.logs().match(/READY: .* in ([\d.]+)s/);
+
+    // COPY of the same selection (all samples up to the dataset's bound, in order), after a warm-up.
+    const copySql = `copy (select s.messages from samples s where s.pipeline_id = '${pipeline.id}'
+      and (s.created_at, s.id) <= ('${dataset.untilCreatedAt}'::timestamptz, '${dataset.untilSampleId}')
+      order by s.created_at, s.id) to stdout`;
+    await copyThrough(sql, copySql);
+    const copy = await copyThrough(sql, copySql);
+
+    const file = await checkFile(path.join(dataDir, "blobs", row.blobKey!));
+    if (file.lines !== total || file.checksum !== row.checksum || file.bytes !== row.bytes) {
+      throw new Error(`file check failed: ${JSON.stringify(file)} vs ${row.checksum} ${row.bytes}`);
+    }
+
+    const samplesPerS = total / packagingS;
+    console.log(`COPY (SELECT messages …) TO STDOUT: ${copy.seconds.toFixed(2)}s, ${(copy.bytes / 1e6).toFixed(0)} MB`);
+    console.log(
+      `packaging ${total} samples: ${packagingS.toFixed(2)}s from create to READY` +
+        (workerLine ? ` (worker's own measure ${workerLine[1]}s)` : "") +
+        `, ${(row.bytes! / 1e6).toFixed(0)} MB file, ${samplesPerS.toFixed(0)} samples/s`,
+    );
+    console.log(`time vs COPY: ${(packagingS / copy.seconds).toFixed(2)} (goal ≤ 1.5)`);
+    console.log(`worker RSS: idle ${idleRssMb.toFixed(0)} MB, peak ${peakRssMb.toFixed(0)} MB (goal ≤ 300)`);
+    console.log(`file checked: ${file.lines} lines, ${row.checksum}`);
+    console.log(
+      JSON.stringify({
+        bench: "datasets",
+        samples_per_s: round(samplesPerS, 0),
+        time_vs_copy: round(packagingS / copy.seconds),
+        worker_peak_rss_mb: round(peakRssMb, 0),
+        samples: total,
+        packaging_s: round(packagingS),
+        copy_s: round(copy.seconds),
+        file_mb: round(row.bytes! / 1e6, 1),
+        worker_idle_rss_mb: round(idleRssMb, 0),
+      }),
+    );
+  } finally {
+    await stopWorker();
+    await sql.end();
+    await handle.close();
+    await db.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function copyThrough(sql: postgres.Sql, query: string): Promise<{ seconds: number; bytes: number }> {
+  const t = performance.now();
+  let bytes = 0;
+  for await (const chunk of await sql.unsafe(query).readable()) bytes += (chunk as Buffer).length;
+  return { seconds: (performance.now() - t) / 1000, bytes };
+}
+
+async function checkFile(file: string): Promise<{ lines: number; bytes: number; checksum: string }> {
+  const hash = createHash("sha256");
+  let lines = 0;
+  let bytes = 0;
+  for await (const chunk of createReadStream(file)) {
+    const b = chunk as Buffer;
+    hash.update(b);
+    bytes += b.length;
+    for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) lines++;
+  }
+  return { lines, bytes, checksum: `sha256:${hash.digest("hex")}` };
+}
+
+/** Resident memory figures of a process, from /proc (VmHWM is the peak since it started). */
+function readProcStatusMb(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const match = readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"));
+  if (!match) throw new Error(`no ${field} for pid ${pid}`);
+  return Number(match[1]) / 1024;
+}
+
+async function startBenchWorker(env: Record<string, string>) {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  const deadline = Date.now() + 60_000;
+  while (!out.includes(" serving http")) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`worker did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    pid: child.pid!,
+    logs: () => out,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}

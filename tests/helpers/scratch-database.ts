@@ -1,0 +1,28 @@
+import postgres from "postgres";
+import { startEmbeddedDb } from "@/lib/db/embedded";
+import { migrateDatabase } from "@/lib/db/migrate";
+
+/**
+ * A migrated database of the project's kind (TEST_DB) that no suite process uses: for tests
+ * that start their own workers and must not share jobs with the suite's worker.
+ */
+export async function scratchDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (process.env.TEST_DB !== "postgres") {
+    const db = await startEmbeddedDb({});
+    await migrateDatabase(db.url);
+    return { url: db.url, drop: db.stop };
+  }
+  const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
+  const name = `lmp_scratch_${process.pid}_${Date.now()}`;
+  await admin.unsafe(`create database ${name}`);
+  const url = new URL(process.env.TEST_DATABASE_URL!);
+  url.pathname = `/${name}`;
+  await migrateDatabase(url.toString());
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    },
+  };
+}

@@ -1,0 +1,241 @@
+import type { ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { eq, sql } from "drizzle-orm";
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { S3BlobStore } from "@/lib/blob";
+import { connect, type DbHandle } from "@/lib/db/client";
+import { datasets, samples, type Dataset } from "@/lib/db/schema";
+import { newId } from "@/lib/ids";
+import { datasetJsonl } from "@/lib/services/dataset-jobs";
+import { createDataset, datasetDownload, deleteDataset } from "@/lib/services/datasets";
+import { createPipeline } from "@/lib/services/pipelines";
+import { createTeam } from "@/lib/services/teams";
+import { startS3Server } from "../helpers/s3-server";
+import { scratchDatabase } from "../helpers/scratch-database";
+import { startWorker } from "../setup/global-setup";
+
+// Real worker processes on a database of their own (the suite's worker would otherwise take
+// the jobs): a worker killed mid-file, two workers racing, and the S3 driver end to end.
+
+const authSecret = "test-secret-0123456789-0123456789-abcdef";
+let database: Awaited<ReturnType<typeof scratchDatabase>>;
+let handle: DbHandle;
+let dataDir: string;
+const running: ChildProcess[] = [];
+
+beforeAll(async () => {
+  database = await scratchDatabase();
+  handle = connect(database.url, { max: 4 });
+  dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-dsw-"));
+  process.env.AUTH_SECRET = authSecret; // signs local download URLs in this process
+});
+afterEach(async () => {
+  for (const child of running.splice(0)) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+  }
+});
+afterAll(async () => {
+  await handle?.close();
+  await database?.drop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function worker(env: Record<string, string> = {}) {
+  const w = await startWorker({
+    DATABASE_URL: database.url,
+    AUTH_SECRET: authSecret,
+    DATA_DIR: dataDir,
+    WORKER_MODELS: "",
+    WORKER_HEARTBEAT_SECONDS: "1",
+    DATASET_POLL_MS: "100",
+    DATASET_BATCH_SIZE: "10",
+    ...env,
+  });
+  running.push(w.child);
+  onTestFailed(() => console.log(`worker logs:\n${w.logs.join("")}`));
+  return w;
+}
+
+/** A pipeline of n samples, oldest first; returns what its full dataset file must hold. */
+async function pipelineOf(n: number): Promise<{ teamId: string; pipelineId: string; lines: unknown[] }> {
+  const team = await createTeam(handle.db, { slug: `t-${newId("team").slice(5, 15)}` });
+  const pipeline = await createPipeline(handle.db, { teamId: team.id, name: "p" });
+  const base = Date.now() - n * 1000;
+  const rows = Array.from({ length: n }, (_, i) => ({
+    id: newId("sample"),
+    pipelineId: pipeline.id,
+    teamId: team.id,
+    messages: [
+      { role: "user" as const, content: `q${i} "\\" é` },
+      { role: "assistant" as const, content: `a${i}` },
+    ],
+    length: 2,
+    createdAt: new Date(base + i),
+  }));
+  for (let i = 0; i < rows.length; i += 500) await handle.db.insert(samples).values(rows.slice(i, i + 500));
+  return { teamId: team.id, pipelineId: pipeline.id, lines: rows.map((r) => ({ messages: r.messages })) };
+}
+
+const row = async (id: string): Promise<Dataset> =>
+  (await handle.db.select().from(datasets).where(eq(datasets.id, id)))[0]!;
+
+async function waitFor<T>(probe: () => Promise<T | undefined>, timeout = 30_000): Promise<T> {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const localFile = (d: Dataset) => readFileSync(path.join(dataDir, "blobs", d.blobKey!), "utf8");
+const parse = (text: string) =>
+  text
+    .trimEnd()
+    .split("\n")
+    .map((l) => JSON.parse(l) as unknown);
+const sha256 = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+
+describe("dataset packaging by worker processes", () => {
+  it("takes over a job from a worker killed mid-file once its lease expires; never READY with a partial file", async () => {
+    const { teamId, pipelineId, lines } = await pipelineOf(200);
+    const d = await createDataset(handle.db, { teamId, pipelineId, name: "crash", selection: {} });
+    // 20 batches at 150 ms each: about 3 s of packaging, renewed every ~670 ms on a 2 s lease.
+    const first = await worker({ DATASET_THROTTLE_MS: "150", DATASET_LEASE_SECONDS: "2" });
+    const midway = await waitFor(async () => {
+      const r = await row(d.id);
+      return r.progress >= 30 ? r : undefined;
+    });
+    expect(midway.status).toBe("PROCESSING");
+    first.child.kill("SIGKILL");
+    await new Promise((r) => first.child.once("exit", r));
+
+    const afterKill = await row(d.id);
+    expect(afterKill).toMatchObject({ status: "PROCESSING", blobKey: null, attempts: 1 });
+    expect(afterKill.leaseOwner).toBe(midway.leaseOwner);
+    // Nothing published under the dataset's prefix: the partial file is only a temporary file.
+    const prefix = path.join(dataDir, "blobs", "datasets", d.id);
+    expect(
+      existsSync(prefix) ? readdirSync(prefix, { recursive: true }).filter((f) => String(f).endsWith(".jsonl")) : [],
+    ).toEqual([]);
+
+    await worker({ DATASET_LEASE_SECONDS: "2" });
+    const ready = await waitFor(async () => {
+      const r = await row(d.id);
+      expect(r.status).not.toBe("FAILED");
+      return r.status === "READY" ? r : undefined;
+    });
+    expect(ready.attempts).toBe(2);
+    expect(ready.leaseOwner).toBeNull();
+    const text = localFile(ready);
+    expect(parse(text)).toEqual(lines);
+    expect(ready).toMatchObject({ size: 200, progress: 200, bytes: Buffer.byteLength(text), checksum: sha256(text) });
+  });
+
+  it("lets two racing workers share the jobs, each dataset packaged by exactly one of them, once", async () => {
+    const jobs = [];
+    for (let i = 0; i < 4; i++) {
+      const { teamId, pipelineId, lines } = await pipelineOf(100);
+      const d = await createDataset(handle.db, { teamId, pipelineId, name: `race-${i}`, selection: {} });
+      jobs.push({ id: d.id, lines });
+    }
+    // Each job outlives the lease (10 batches × 200 ms vs 2 s): only renewals keep it.
+    const env = { DATASET_THROTTLE_MS: "200", DATASET_LEASE_SECONDS: "2" };
+    const [a, b] = await Promise.all([worker(env), worker(env)]);
+    for (const job of jobs) {
+      const ready = await waitFor(async () => {
+        const r = await row(job.id);
+        return r.status === "READY" ? r : undefined;
+      }, 60_000);
+      expect(ready.attempts, job.id).toBe(1);
+      expect(parse(localFile(ready))).toEqual(job.lines);
+      // (The worker logs the line just after its READY update: wait for the pipe.)
+      const packagedBy = await waitFor(async () => {
+        const by = [a, b].filter((w) => w.logs.join("").includes(`${job.id} READY`));
+        return by.length > 0 ? by : undefined;
+      }, 5_000);
+      expect(packagedBy, job.id).toHaveLength(1);
+    }
+  });
+
+  it("leaves the pool's connection usable after a slowly read or early-stopped file", { timeout: 20_000 }, async () => {
+    const { pipelineId, lines } = await pipelineOf(400); // ~40 kB: more than a stream buffer
+    const one = connect(database.url, { max: 1 });
+    try {
+      const [last] = await one.db.execute<{ c: string; id: string }>(
+        sql`select created_at::text as c, id from samples where pipeline_id = ${pipelineId} order by created_at desc, id desc limit 1`,
+      );
+      const job = { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
+      let text = "";
+      for await (const { chunk } of datasetJsonl(one.db, job, { batchSize: 50 })) {
+        await new Promise((r) => setTimeout(r, 100)); // a slow blob store
+        text += chunk.toString();
+      }
+      expect(parse(text)).toEqual(lines);
+      for await (const _ of datasetJsonl(one.db, job, { batchSize: 50 })) break;
+      expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);
+    } finally {
+      await one.close();
+    }
+  });
+
+  it("packages into S3 and hands out a presigned URL of the complete file; delete removes it", async () => {
+    const s3 = await startS3Server();
+    try {
+      const { teamId, pipelineId, lines } = await pipelineOf(120);
+      const d = await createDataset(handle.db, {
+        teamId,
+        pipelineId,
+        name: "to-s3",
+        selection: { limit: 100, offset: 10 },
+      });
+      await worker({ ...s3.env, DATASET_BATCH_SIZE: "7" });
+      const ready = await waitFor(async () => {
+        const r = await row(d.id);
+        return r.status === "READY" ? r : undefined;
+      });
+      expect(ready.blobKey).toMatch(new RegExp(`^datasets/${d.id}/[0-9a-f-]{36}/to-s3\\.jsonl$`));
+      const store = new S3BlobStore(s3.options);
+      const { url } = await datasetDownload(handle.db, store, { teamId, id: d.id, ttlSeconds: 60 });
+      const text = await (await fetch(url)).text();
+      expect(parse(text)).toEqual(lines.slice(10, 110));
+      expect(ready.checksum).toBe(sha256(text));
+      await deleteDataset(handle.db, store, { teamId, id: d.id });
+      expect((await fetch(url)).status).toBe(404);
+      store.client.destroy();
+    } finally {
+      await s3.stop();
+    }
+  });
+
+  it("marks a dataset FAILED with a user-safe reason when the blob store keeps failing", async () => {
+    const { teamId, pipelineId } = await pipelineOf(5);
+    const d = await createDataset(handle.db, { teamId, pipelineId, name: "no-store", selection: {} });
+    // An S3 endpoint where nothing listens: every upload fails; two tries, then FAILED.
+    const s3 = await startS3Server();
+    await s3.stop();
+    await worker({ ...s3.env, DATASET_MAX_ATTEMPTS: "2" });
+    const failed = await waitFor(async () => {
+      const r = await row(d.id);
+      return r.status === "FAILED" ? r : undefined;
+    });
+    expect(failed).toMatchObject({
+      attempts: 2,
+      error: "Could not write the dataset file to the blob store.",
+      blobKey: null,
+      leaseOwner: null,
+    });
+    await expect(
+      datasetDownload(handle.db, new S3BlobStore(s3.options), { teamId, id: d.id, ttlSeconds: 60 }),
+    ).rejects.toMatchObject({ status: 409 });
+    expect(
+      (await handle.db.execute(sql`select count(*)::int as n from datasets where status = 'PROCESSING'`))[0],
+    ).toEqual({ n: 0 });
+  });
+});

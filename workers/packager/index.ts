@@ -1,0 +1,2 @@
+export { startPackager, type PackagerOptions } from "./packager-loop";
+export { packageDataset, PackagingError, LeaseLost, type PackageOptions } from "./package-dataset";
