@@ -1,16 +1,14 @@
 import { eq } from "drizzle-orm";
-import { z } from "zod";
+import { SignUpInput, UserInput } from "../contracts/users";
 import type { DbOrTx } from "../db/client";
-import { memberships, users, type User } from "../db/schema";
-import { conflict, fromZodError } from "../errors";
+import { memberships, users, type Team, type User } from "../db/schema";
+import { ApiError, conflict, fromZodError } from "../errors";
 import { hashPassword, verifyPassword } from "../auth/password";
-import { newId } from "../ids";
+import { newId, randomToken } from "../ids";
+import { createTeam } from "./teams";
 
-export const UserInput = z.object({
-  email: z.email("must be an email address").transform((e) => e.toLowerCase()),
-  password: z.string().min(8, "must be at least 8 characters").max(200),
-  name: z.string().trim().max(200).optional(),
-});
+// The schemas live in lib/contracts (the dashboard's forms use them too); re-exported here.
+export { SignUpInput, UserInput };
 
 /** Creates a user and makes them a member of `teamId` (owner when `role` says so). */
 export async function createUser(
@@ -37,4 +35,41 @@ export async function authenticateUser(db: DbOrTx, email: string, password: stri
   const [user] = await db.select().from(users).where(eq(users.email, email.trim().toLowerCase()));
   if (!user) return null;
   return (await verifyPassword(password, user.passwordHash)) ? user : null;
+}
+
+/** Lower-case letters, digits and inner hyphens, at most 30 characters (room for a suffix). */
+export function slugify(text: string): string {
+  const slug = text
+    .normalize("NFKD")
+    .replace(/[\u0300-\u036f]/g, "") // accents, split off by NFKD
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 30)
+    .replace(/-+$/, "");
+  return slug || "team";
+}
+
+/**
+ * Sign-up: a new user who owns a new team, in one transaction. The team slug comes from the
+ * team name (or the email's local part); a taken slug gets a random suffix.
+ */
+export async function signUp(db: DbOrTx, input: SignUpInput): Promise<{ user: User; team: Team }> {
+  const parsed = SignUpInput.safeParse(input);
+  if (!parsed.success) throw fromZodError(parsed.error);
+  const { email, password, name, teamName } = parsed.data;
+  const base = slugify(teamName || email.split("@")[0]!);
+  return db.transaction(async (tx) => {
+    let team: Team | undefined;
+    for (let attempt = 0; !team; attempt++) {
+      const slug = attempt === 0 ? base : `${base}-${randomToken(attempt < 3 ? 4 : 8)}`;
+      try {
+        team = await createTeam(tx, { slug, name: teamName || name || slug });
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 409) || attempt >= 5) throw err;
+      }
+    }
+    const user = await createUser(tx, { email, password, name, teamId: team.id, role: "owner" });
+    return { user, team };
+  });
 }

@@ -1,0 +1,17 @@
+"use client";
+
+import { Button } from "@/components/ui/button";
+
+export default function DashboardError({ error, reset }: { error: Error & { digest?: string }; reset: () => void }) {
+  return (
+    <div role="alert" className="mx-auto max-w-lg py-16 text-center">
+      <h1 className="text-lg font-semibold">Something went wrong</h1>
+      <p className="mt-2 text-sm text-zinc-500 dark:text-zinc-400">
+        The page could not be loaded{error.digest ? ` (reference ${error.digest})` : ""}.
+      </p>
+      <Button className="mt-6" onClick={reset}>
+        Try again
+      </Button>
+    </div>
+  );
+}

@@ -1,0 +1,18 @@
+import type { ReactNode } from "react";
+import { AppShell } from "@/components/shell/app-shell";
+import { Providers } from "@/components/shell/providers";
+import { requireTeamContext } from "@/lib/auth/session";
+
+// Every dashboard page needs a session (each page checks again: layouts do not re-run on navigation).
+export default async function DashboardLayout({ children }: { children: ReactNode }) {
+  const { user, team, teams } = await requireTeamContext();
+  const pick = (t: { id: string; name: string; slug: string }) => ({ id: t.id, name: t.name, slug: t.slug });
+  return (
+    // Keyed by team: switching teams starts with an empty client cache, never the other team's data.
+    <Providers key={team.id}>
+      <AppShell user={user} team={pick(team)} teams={teams.map(pick)}>
+        {children}
+      </AppShell>
+    </Providers>
+  );
+}

@@ -1,0 +1,65 @@
+import type { Metadata } from "next";
+import Link from "next/link";
+import { notFound } from "next/navigation";
+import { SelectionView } from "@/components/selection/selection-view";
+import { PageHeader } from "@/components/ui/page-header";
+import { requireTeamContext } from "@/lib/auth/session";
+import { getDb, type Db } from "@/lib/db/client";
+import { env } from "@/lib/env";
+import { SelectionBody } from "@/lib/contracts/pipelines";
+import { ApiError } from "@/lib/errors";
+import { getPipeline } from "@/lib/services/pipelines";
+import { streamSelection } from "@/lib/services/samples";
+import {
+  filterOf,
+  pageKey,
+  parseSelectionParams,
+  selectionToSearch,
+  type SelectionFilter,
+} from "@/lib/ui/selection-params";
+
+export const metadata: Metadata = { title: "Pipeline · LM Platform" };
+
+type Props = {
+  params: Promise<{ id: string }>;
+  searchParams: Promise<Record<string, string | string[] | undefined>>;
+};
+
+export default async function PipelinePage({ params, searchParams }: Props) {
+  const { id } = await params;
+  const state = parseSelectionParams(await searchParams);
+  const search = selectionToSearch(state);
+  const { team } = await requireTeamContext(`/pipelines/${id}${search ? `?${search}` : ""}`);
+  const db = getDb().db;
+  const pipeline = await getPipeline(db, { teamId: team.id, id }).catch((err) => {
+    if (err instanceof ApiError && err.status === 404) notFound();
+    throw err;
+  });
+  // First paint: the page the URL asks for (the count follows from the client).
+  const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
+  // Whether the pipeline has any sample at all (its empty state), without counting them.
+  const hasSamples = samples.length > 0 || (await list(db, pipeline.id, { limit: 1 })).length > 0;
+  return (
+    <>
+      <nav aria-label="Breadcrumb" className="mb-2 text-sm text-zinc-500 dark:text-zinc-400">
+        <Link href="/pipelines" className="hover:text-zinc-900 hover:underline dark:hover:text-zinc-100">
+          Pipelines
+        </Link>{" "}
+        / <span className="font-mono text-xs">{pipeline.id}</span>
+      </nav>
+      <PageHeader title={pipeline.name} description="Filter the samples, open one to read the conversation." />
+      <SelectionView
+        pipelineId={pipeline.id}
+        publicUrl={env().PUBLIC_URL}
+        initial={{ key: JSON.stringify(pageKey(pipeline.id, state)), page: { samples }, hasSamples }}
+      />
+    </>
+  );
+}
+
+async function list(db: Db, pipelineId: string, body: SelectionFilter & { limit: number; offset?: number }) {
+  const selection = SelectionBody.parse(body);
+  const samples = [];
+  for await (const s of streamSelection(db, { pipelineId, selection, batch: body.limit })) samples.push(s);
+  return samples;
+}

@@ -1,0 +1,10 @@
+import { SelectionBody } from "@/lib/contracts/pipelines";
+import { sessionRoute } from "@/lib/http/session-route";
+import { getPipeline } from "@/lib/services/pipelines";
+import { countSelection } from "@/lib/services/samples";
+
+// The live count of the selection page, and the sample count of each row of the pipelines list.
+export const POST = sessionRoute({ body: SelectionBody }, async ({ handle, session, params, body }) => {
+  const pipeline = await getPipeline(handle.db, { teamId: session.team.id, id: params.id! });
+  return { count: await countSelection(handle.db, { pipelineId: pipeline.id, selection: body }) };
+});

@@ -1,0 +1,14 @@
+import { CreateDatasetBody } from "@/lib/contracts/datasets";
+import { sessionRoute } from "@/lib/http/session-route";
+import { createDataset, toDatasetDto } from "@/lib/services/datasets";
+
+// The dialog of the selection page: the API's own body (name + filters); a worker packages it.
+export const POST = sessionRoute({ body: CreateDatasetBody }, async ({ handle, session, params, body }) => {
+  const dataset = await createDataset(handle.db, {
+    teamId: session.team.id,
+    pipelineId: params.id!,
+    name: body.name,
+    selection: body.selection,
+  });
+  return Response.json(toDatasetDto(dataset, session.team.slug), { status: 201 });
+});

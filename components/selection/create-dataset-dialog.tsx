@@ -1,0 +1,97 @@
+"use client";
+
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useRouter } from "next/navigation";
+import { useState } from "react";
+import { CreateDatasetBody, type DatasetDto } from "@/lib/contracts/datasets";
+import type { SelectionFilter } from "@/lib/ui/selection-params";
+import { uiFetch } from "../api-client";
+import { Button } from "../ui/button";
+import { Dialog } from "../ui/dialog";
+import { Field, Input } from "../ui/field";
+import { fieldErrors } from "../ui/form-errors";
+import { ErrorBanner } from "../ui/states";
+
+/** Packages the current selection (its filters, not the table's page) into a dataset. */
+export function CreateDatasetButton({
+  pipelineId,
+  filter,
+  count,
+}: {
+  pipelineId: string;
+  filter: SelectionFilter;
+  count: number | undefined;
+}) {
+  const [open, setOpen] = useState(false);
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const router = useRouter();
+  const queryClient = useQueryClient();
+  const create = useMutation({
+    mutationFn: (body: unknown) => uiFetch<DatasetDto>(`/api/ui/pipelines/${pipelineId}/create-dataset`, { body }),
+    onSuccess: () => {
+      queryClient.invalidateQueries({ queryKey: ["datasets"] });
+      router.push("/datasets");
+    },
+    onError: (e) => setErrors({ form: e.message }),
+  });
+  const summary = [
+    filter.userId ? `userId = ${filter.userId}` : null,
+    filter.groupId ? `groupId = ${filter.groupId}` : null,
+    ...Object.entries(filter.metadata ?? {}).map(([k, v]) => `${k} = ${v}`),
+  ].filter(Boolean);
+  return (
+    <>
+      <Button variant="secondary" size="sm" onClick={() => setOpen(true)} disabled={count === 0}>
+        Create dataset
+      </Button>
+      <Dialog
+        open={open}
+        onClose={() => setOpen(false)}
+        title="Create a dataset"
+        description="The selection is frozen now and packaged as a JSONL file in the background."
+        testId="create-dataset-dialog"
+      >
+        <form
+          noValidate
+          className="space-y-4"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const body = { name: String(new FormData(e.currentTarget).get("name") ?? "").trim(), ...filter };
+            const parsed = CreateDatasetBody.safeParse(body);
+            if (!parsed.success) return setErrors(fieldErrors(parsed.error));
+            setErrors({});
+            create.mutate(body);
+          }}
+        >
+          {errors.form ? <ErrorBanner message={errors.form} /> : null}
+          <Field id="dataset-name" label="Name" error={errors.name} hint="Lower-case letters, digits, '.', '_' or '-'.">
+            <Input
+              id="dataset-name"
+              name="name"
+              autoFocus
+              placeholder="support-fr-2026"
+              aria-invalid={errors.name ? true : undefined}
+              onChange={() => errors.name && setErrors({})}
+            />
+          </Field>
+          <div className="rounded-md bg-zinc-50 px-3 py-2 text-sm dark:bg-zinc-800/60" data-testid="dataset-summary">
+            <div className="font-medium">
+              {count === undefined ? "…" : count.toLocaleString("en-US")} sample{count === 1 ? "" : "s"}
+            </div>
+            <div className="mt-0.5 text-xs text-zinc-500 dark:text-zinc-400">
+              {summary.length > 0 ? summary.join(" · ") : "Every sample of the pipeline"}
+            </div>
+          </div>
+          <div className="flex justify-end gap-2">
+            <Button variant="secondary" onClick={() => setOpen(false)}>
+              Cancel
+            </Button>
+            <Button type="submit" disabled={create.isPending}>
+              {create.isPending ? "Creating…" : "Create dataset"}
+            </Button>
+          </div>
+        </form>
+      </Dialog>
+    </>
+  );
+}

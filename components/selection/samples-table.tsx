@@ -1,0 +1,92 @@
+"use client";
+
+import type { SampleDto } from "@/lib/contracts/pipelines";
+import { cx } from "../ui/cx";
+import { Time } from "../ui/time";
+
+const th = "px-3 py-2.5 text-left text-xs font-medium uppercase tracking-wide text-zinc-500 dark:text-zinc-400";
+
+type Props = {
+  samples: SampleDto[];
+  selectedId: string | undefined;
+  onOpen: (id: string) => void;
+  onMetadataClick: (key: string, value: string) => void;
+};
+
+export function SamplesTable({ samples, selectedId, onOpen, onMetadataClick }: Props) {
+  return (
+    <table className="w-full table-fixed text-sm" data-testid="samples-table">
+      <caption className="sr-only">Samples of the selection. J and K, or the arrow keys, move between rows.</caption>
+      <colgroup>
+        <col className="w-56" />
+        <col className="w-32" />
+        <col className="w-32" />
+        <col className="w-32" />
+        <col />
+        <col className="w-20" />
+      </colgroup>
+      <thead className="border-b border-zinc-200 bg-zinc-50 dark:border-zinc-800 dark:bg-zinc-900">
+        <tr>
+          <th className={th}>Id</th>
+          <th className={th}>Created</th>
+          <th className={th}>userId</th>
+          <th className={th}>groupId</th>
+          <th className={th}>Metadata</th>
+          <th className={`${th} text-right`}>Length</th>
+        </tr>
+      </thead>
+      <tbody className="divide-y divide-zinc-100 dark:divide-zinc-800">
+        {samples.map((s) => {
+          const selected = s.id === selectedId;
+          return (
+            <tr
+              key={s.id}
+              data-sample-id={s.id}
+              tabIndex={0}
+              aria-selected={selected}
+              onClick={() => onOpen(s.id)}
+              onKeyDown={(e) => {
+                if (e.key === "Enter" || e.key === " ") {
+                  e.preventDefault();
+                  onOpen(s.id);
+                }
+              }}
+              className={cx(
+                "cursor-pointer outline-none focus-visible:bg-indigo-50/70 dark:focus-visible:bg-indigo-950/40",
+                selected
+                  ? "bg-indigo-50 shadow-[inset_3px_0_0] shadow-indigo-500 dark:bg-indigo-950/50"
+                  : "hover:bg-zinc-50 dark:hover:bg-zinc-800/40",
+              )}
+            >
+              <td className="truncate px-3 py-2.5 font-mono text-xs">{s.id}</td>
+              <td className="px-3 py-2.5 text-zinc-600 dark:text-zinc-400">
+                <Time iso={s.createdAt} />
+              </td>
+              <td className="truncate px-3 py-2.5">{s.userId ?? <span className="text-zinc-400">—</span>}</td>
+              <td className="truncate px-3 py-2.5">{s.groupId ?? <span className="text-zinc-400">—</span>}</td>
+              <td className="px-3 py-2">
+                <div className="flex flex-wrap gap-1">
+                  {Object.entries(s.metadata ?? {}).map(([k, v]) => (
+                    <button
+                      key={k}
+                      type="button"
+                      title={`Filter by ${k} = ${v}`}
+                      onClick={(e) => {
+                        e.stopPropagation();
+                        onMetadataClick(k, v);
+                      }}
+                      className="max-w-full truncate rounded bg-zinc-100 px-1.5 py-0.5 font-mono text-[11px] text-zinc-700 hover:bg-indigo-100 hover:text-indigo-700 dark:bg-zinc-800 dark:text-zinc-300 dark:hover:bg-indigo-950 dark:hover:text-indigo-300"
+                    >
+                      {k}={v}
+                    </button>
+                  ))}
+                </div>
+              </td>
+              <td className="px-3 py-2.5 text-right tabular-nums">{s.length}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,46 @@
+import { expect, test } from "@playwright/test";
+import { shot, signIn } from "./pages";
+
+// Deployments list → playground: the completion streams in through the GET event stream, with logprobs per token.
+test("the playground streams a completion with its logprobs", async ({ page }) => {
+  await signIn(page, process.env.E2E_DEMO_EMAIL!, process.env.E2E_DEMO_PASSWORD!);
+  await expect(page).toHaveURL(/\/pipelines$/);
+  await page.getByRole("link", { name: "Deployments" }).click();
+  const row = page.getByRole("row", { name: /demo/ });
+  await expect(row).toContainText("/deployments/demo/demo");
+  await shot(page, "15-deployments");
+  await row.getByRole("link", { name: "Playground" }).click();
+  await expect(page).toHaveURL(/\/playground\?deployment=demo$/);
+
+  // Client-side validation with the endpoint's schema.
+  await page.getByLabel("Max tokens").fill("5000");
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByText(/2048/)).toBeVisible();
+
+  await page.getByLabel("Max tokens").fill("12");
+  await page.getByLabel("Seed").fill("42");
+  await page.getByLabel("Prompt").fill("The river");
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByTestId("completion-meta")).toContainText(/finish: (length|stop)/, { timeout: 30_000 });
+  const tokens = page.getByTestId("token");
+  const count = await tokens.count();
+  expect(count).toBeGreaterThan(0);
+  expect(count).toBeLessThanOrEqual(12);
+  await expect(page.getByTestId("completion-meta")).toContainText(`${count} tokens`);
+  // One row per token, each with its alternatives (3 asked for).
+  await expect(page.getByTestId("logprobs-table").locator("tbody tr")).toHaveCount(count);
+  const first = await page.getByTestId("token-stream").textContent();
+  await shot(page, "16-playground");
+
+  // Same seed, same parameters: the same completion (the stream is the real generation, not a mock).
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByTestId("completion-meta")).toContainText(/finish:/, { timeout: 30_000 });
+  await expect(page.getByTestId("token-stream")).toHaveText(first!);
+
+  // Without logprobs the plain text streams in.
+  await page.getByLabel("Logprobs").uncheck();
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByTestId("completion-meta")).toContainText(/finish:/, { timeout: 30_000 });
+  await expect(page.getByTestId("completion-text")).toHaveText(first!);
+  await expect(page.getByTestId("logprobs-table")).toHaveCount(0);
+});

@@ -1,0 +1,60 @@
+import { getServerSession } from "next-auth";
+import { cookies } from "next/headers";
+import { redirect } from "next/navigation";
+import type { DbOrTx } from "../db/client";
+import { getDb } from "../db/client";
+import type { Team } from "../db/schema";
+import { listTeamsOfUser } from "../services/teams";
+import { authOptions } from "./next-auth-options";
+
+/** Names the team a signed-in user is working in; always checked against their memberships. */
+export const TEAM_COOKIE = "lmp_team";
+
+export type SessionUser = { id: string; email: string; name: string | null };
+export type TeamOfUser = Team & { role: string };
+export type TeamContext = { user: SessionUser; team: TeamOfUser; teams: TeamOfUser[] };
+
+/** The signed-in user of this request (server components and route handlers), or null. */
+export async function getSessionUser(): Promise<SessionUser | null> {
+  const session = await getServerSession(authOptions());
+  const user = session?.user as { id?: string; email?: string | null; name?: string | null } | undefined;
+  if (!user?.id || !user.email) return null;
+  return { id: user.id, email: user.email, name: user.name ?? null };
+}
+
+/**
+ * The team the cookie names when the user is a member of it, else their first team.
+ * A cookie naming a team the user does not belong to (any more) is simply ignored.
+ */
+export function pickTeam<T extends { id: string }>(teams: T[], selectedId: string | undefined): T | undefined {
+  return teams.find((t) => t.id === selectedId) ?? teams[0];
+}
+
+/** The user's teams and current team; null when the user has none (or no longer exists). */
+export async function resolveTeamContext(
+  db: DbOrTx,
+  user: SessionUser,
+  selectedTeamId: string | undefined,
+): Promise<TeamContext | null> {
+  const teams = await listTeamsOfUser(db, user.id);
+  const team = pickTeam(teams, selectedTeamId);
+  return team ? { user, team, teams } : null;
+}
+
+/** The current request's team context, or null without a session or a team. */
+export async function currentTeamContext(): Promise<TeamContext | null> {
+  const user = await getSessionUser();
+  if (!user) return null;
+  const selected = (await cookies()).get(TEAM_COOKIE)?.value;
+  return resolveTeamContext(getDb().db, user, selected);
+}
+
+/**
+ * For dashboard pages: the team context, or a redirect to sign-in that comes back to `returnTo`.
+ * Every page calls it (not only the layout): layouts are not re-run on client navigation.
+ */
+export async function requireTeamContext(returnTo = "/pipelines"): Promise<TeamContext> {
+  const ctx = await currentTeamContext();
+  if (!ctx) redirect(`/sign-in?callbackUrl=${encodeURIComponent(returnTo)}`);
+  return ctx;
+}

@@ -1,0 +1,30 @@
+import { z } from "zod";
+
+/** Creating a key from the dashboard (the CLI's key:create takes the same fields). */
+export const CreateKeyBody = z
+  .strictObject({
+    name: z.string().trim().max(100, "must be at most 100 characters").optional(),
+    kind: z.enum(["api", "model"], { error: "must be 'api' or 'model'" }),
+    /** Model keys only: restricts the key to one deployment of the team. */
+    deploymentId: z
+      .string()
+      .nullish()
+      .transform((v) => v || undefined),
+  })
+  .refine((k) => k.kind === "model" || !k.deploymentId, {
+    message: "only model keys can be scoped to a deployment",
+    path: ["deploymentId"],
+  });
+export type CreateKeyInput = z.input<typeof CreateKeyBody>;
+
+export const ApiKeySchema = z.object({
+  id: z.string(),
+  kind: z.enum(["api", "model"]),
+  name: z.string().nullable(),
+  prefix: z.string(),
+  deploymentName: z.string().nullable(),
+  createdAt: z.iso.datetime(),
+  lastUsedAt: z.iso.datetime().nullable(),
+  revokedAt: z.iso.datetime().nullable(),
+});
+export type ApiKeyDto = z.infer<typeof ApiKeySchema>;

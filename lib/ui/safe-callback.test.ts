@@ -1,0 +1,20 @@
+import { describe, expect, it } from "vitest";
+import { safeCallback } from "./safe-callback";
+
+describe("safeCallback", () => {
+  it("keeps paths on this site, query included", () => {
+    expect(safeCallback("/pipelines/pipe_1?userId=u1&meta.lang=en")).toBe("/pipelines/pipe_1?userId=u1&meta.lang=en");
+  });
+  it("refuses other origins and falls back to the pipelines list", () => {
+    for (const url of [
+      "https://evil.example/",
+      "//evil.example",
+      "/\\evil.example",
+      "javascript:alert(1)",
+      "",
+      undefined,
+    ]) {
+      expect(safeCallback(url), String(url)).toBe("/pipelines");
+    }
+  });
+});

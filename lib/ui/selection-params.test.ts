@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { SelectionBody } from "../contracts/pipelines";
+import { DEFAULT_PAGE_SIZE, filterOf, parseSelectionParams, selectionToSearch } from "./selection-params";
+
+describe("selection in the URL", () => {
+  it("round-trips every filter, the page and the open sample", () => {
+    const state = {
+      userId: "u 1",
+      groupId: "g/2",
+      metadata: { lang: "en", "a=b.c": "x&y" },
+      limit: 100,
+      offset: 200,
+      sample: "smp_abc123",
+    };
+    const search = selectionToSearch(state);
+    expect(parseSelectionParams(new URLSearchParams(search))).toEqual(state);
+    expect(search).toContain("meta.lang=en");
+  });
+
+  it("leaves defaults out of the URL", () => {
+    expect(selectionToSearch({ metadata: {}, limit: DEFAULT_PAGE_SIZE, offset: 0 })).toBe("");
+  });
+
+  it("reads Next's searchParams objects, repeated keys included", () => {
+    const s = parseSelectionParams({ userId: "u1", "meta.lang": "en", "meta.tier": ["pro", "free"] });
+    expect(s.metadata).toEqual({ lang: "en", tier: "free" });
+    expect(s.userId).toBe("u1");
+  });
+
+  it("drops values the API would reject instead of failing", () => {
+    const s = parseSelectionParams(
+      new URLSearchParams({
+        userId: "",
+        limit: "7",
+        offset: "-3",
+        sample: "../x",
+        "meta.": "v",
+        groupId: "x".repeat(300),
+      }),
+    );
+    expect(s).toEqual({ metadata: {}, limit: DEFAULT_PAGE_SIZE, offset: 0 });
+  });
+
+  it("turns the state into a body the API's own schema accepts", () => {
+    const s = parseSelectionParams(new URLSearchParams("userId=u1&meta.lang=en&limit=25&offset=25"));
+    const body = filterOf(s);
+    expect(body).toEqual({ userId: "u1", metadata: { lang: "en" } });
+    expect(SelectionBody.parse(body)).toEqual(body);
+    expect(filterOf(parseSelectionParams(new URLSearchParams()))).toEqual({});
+  });
+});

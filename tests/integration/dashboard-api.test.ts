@@ -1,0 +1,228 @@
+import { describe, expect, it } from "vitest";
+import { ApiKeySchema } from "@/lib/contracts/api-keys";
+import { AddSampleBody, PipelineSchema, SampleSchema } from "@/lib/contracts/pipelines";
+import { createPipeline } from "@/lib/services/pipelines";
+import { addSample } from "@/lib/services/samples";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
+
+/**
+ * The dashboard's JSON endpoints (/api/ui/**): next-auth session instead of an API key,
+ * the current team from the session (and the team cookie, checked against memberships).
+ */
+const PASSWORD = "correct horse battery";
+const email = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+
+function cookiesOf(res: Response): string[] {
+  return res.headers.getSetCookie().map((c) => c.split(";")[0]!);
+}
+
+/** Signs in through next-auth's credentials flow, as the browser does; returns the Cookie header. */
+async function signIn(address: string, password = PASSWORD): Promise<string> {
+  const csrf = await fetch(`${baseUrl}/api/auth/csrf`);
+  const { csrfToken } = (await csrf.json()) as { csrfToken: string };
+  const jar = cookiesOf(csrf);
+  const res = await fetch(`${baseUrl}/api/auth/callback/credentials`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded", cookie: jar.join("; ") },
+    body: new URLSearchParams({ csrfToken, email: address, password, json: "true" }),
+  });
+  const session = cookiesOf(res).find((c) => c.startsWith("next-auth.session-token="));
+  if (!session) throw new Error(`sign-in failed for ${address} (${res.status})`);
+  return [...jar, session].join("; ");
+}
+
+async function signUp(body: Record<string, unknown>) {
+  return client().post("/api/ui/sign-up", body);
+}
+
+async function newUser(teamName?: string) {
+  const address = email();
+  const res = await signUp({ email: address, password: PASSWORD, teamName });
+  expect(res.status).toBe(201);
+  return { email: address, team: res.json.team as { id: string; slug: string }, cookie: await signIn(address) };
+}
+
+const as = (cookie: string) => ({
+  get: (path: string) => client().get(path, { cookie }),
+  post: (path: string, body: unknown = {}, headers: Record<string, string> = {}) =>
+    client().post(path, body, { cookie, ...headers }),
+});
+
+describe("sign-up", () => {
+  it("creates a user who owns a new team, and signs in with next-auth", async () => {
+    const address = email().toUpperCase();
+    const res = await signUp({ email: address, password: PASSWORD, name: "Ada", teamName: "Crème Brûlée Labs" });
+    expect(res.status).toBe(201);
+    expect(res.json.user.email).toBe(address.toLowerCase());
+    expect(res.json.team.slug).toMatch(/^creme-brulee-labs(-[a-z0-9]+)?$/);
+    const cookie = await signIn(address.toLowerCase());
+    const pipelines = await as(cookie).get("/api/ui/pipelines");
+    expect(pipelines.status).toBe(200);
+    expect(pipelines.json).toEqual([]);
+  });
+
+  it("gives a taken team slug a suffix rather than failing", async () => {
+    const a = await signUp({ email: email(), password: PASSWORD, teamName: "Same Name" });
+    const b = await signUp({ email: email(), password: PASSWORD, teamName: "Same Name" });
+    expect([a.status, b.status]).toEqual([201, 201]);
+    expect(b.json.team.slug).not.toBe(a.json.team.slug);
+    expect(b.json.team.slug).toMatch(/^same-name-[a-z0-9]{4}$/);
+  });
+
+  it("validates with the users schema and refuses a second account for an email", async () => {
+    const bad = await signUp({ email: "nope", password: "short" });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({ type: "invalid_request", param: "email" });
+    const short = await signUp({ email: email(), password: "short" });
+    expect(short.json.error.param).toBe("password");
+    const unknown = await signUp({ email: email(), password: PASSWORD, role: "owner" });
+    expect(unknown.json.error.param).toBe("role");
+
+    const address = email();
+    expect((await signUp({ email: address, password: PASSWORD })).status).toBe(201);
+    const again = await signUp({ email: address, password: "another password" });
+    expect(again.status).toBe(409);
+    expect(again.json.error).toMatchObject({ type: "conflict", param: "email" });
+    // The failed attempt created nothing: the original password still signs in.
+    await expect(signIn(address)).resolves.toContain("next-auth.session-token=");
+    await expect(signIn(address, "another password")).rejects.toThrow(/sign-in failed/);
+  });
+});
+
+describe("session-authenticated endpoints", () => {
+  it("answer 401 with the error body without a session, and ignore API keys", async () => {
+    const team = await makeTeam();
+    for (const res of [
+      await client().get("/api/ui/pipelines"),
+      await client(team.apiKey).get("/api/ui/keys"),
+      await client().post("/api/ui/pipelines", { name: "x" }),
+      await as("next-auth.session-token=forged").get("/api/ui/pipelines"),
+    ]) {
+      expect(res.status).toBe(401);
+      expect(res.json).toEqual({ error: { type: "unauthorized", message: "Sign in to continue." } });
+    }
+  });
+
+  it("refuse writes from another origin", async () => {
+    const { cookie } = await newUser();
+    const res = await as(cookie).post("/api/ui/pipelines", { name: "x" }, { origin: "https://evil.example" });
+    expect(res.status).toBe(403);
+    expect(res.json.error.type).toBe("forbidden");
+    expect((await as(cookie).get("/api/ui/pipelines")).json).toEqual([]);
+    const same = await as(cookie).post("/api/ui/pipelines", { name: "ok" }, { origin: baseUrl });
+    expect(same.status).toBe(200);
+  });
+
+  it("show only the current team's pipelines, samples and counts", async () => {
+    const { cookie, team } = await newUser();
+    const other = await makeTeam();
+    const foreign = await createPipeline(db().db, { teamId: other.id, name: "theirs" });
+    const created = await as(cookie).post("/api/ui/pipelines", { name: "  mine  " });
+    expect(PipelineSchema.parse(created.json)).toMatchObject({ name: "mine", teamId: team.id });
+    const mine = created.json.id as string;
+    for (let i = 0; i < 7; i++) {
+      await addSample(db().db, {
+        teamId: team.id,
+        pipelineId: mine,
+        sample: AddSampleBody.parse({
+          messages: [{ role: "user", content: `m${i}` }],
+          userId: `u${i % 2}`,
+          metadata: { n: String(i) },
+        }),
+      });
+    }
+    const list = await as(cookie).get("/api/ui/pipelines");
+    expect(list.json.map((p: { id: string }) => p.id)).toEqual([mine]);
+
+    const count = await as(cookie).post(`/api/ui/pipelines/${mine}/count`, { userId: "u0" });
+    expect(count.json).toEqual({ count: 4 });
+    const page = await as(cookie).post(`/api/ui/pipelines/${mine}/samples`, { userId: "u0", limit: 2, offset: 1 });
+    expect(page.status).toBe(200);
+    const samples = page.json.samples.map((s: unknown) => SampleSchema.parse(s));
+    expect(samples.map((s: { metadata: { n: string } }) => s.metadata.n)).toEqual(["2", "4"]);
+
+    for (const path of [`/api/ui/pipelines/${foreign.id}/count`, `/api/ui/pipelines/${foreign.id}/samples`]) {
+      const res = await as(cookie).post(path, { limit: 10 });
+      expect(res.status, path).toBe(404);
+      expect(res.json.error.type).toBe("not_found");
+    }
+  });
+
+  it("bound the page size and reject unknown filters like the API", async () => {
+    const { cookie } = await newUser();
+    const { json: p } = await as(cookie).post("/api/ui/pipelines", { name: "p" });
+    const big = await as(cookie).post(`/api/ui/pipelines/${p.id}/samples`, { limit: 501 });
+    expect(big.status).toBe(400);
+    expect(big.json.error.param).toBe("limit");
+    const missing = await as(cookie).post(`/api/ui/pipelines/${p.id}/samples`, {});
+    expect(missing.json.error.param).toBe("limit");
+    const typo = await as(cookie).post(`/api/ui/pipelines/${p.id}/count`, { user_id: "u1" });
+    expect(typo.status).toBe(400);
+    expect(typo.json.error.param).toBe("user_id");
+  });
+});
+
+describe("team switching", () => {
+  it("switches only to a team the user belongs to; a forged team cookie is ignored", async () => {
+    const { cookie, team } = await newUser();
+    const other = await makeTeam();
+    const theirs = await createPipeline(db().db, { teamId: other.id, name: "theirs" });
+
+    const refused = await as(cookie).post("/api/ui/team", { teamId: other.id });
+    expect(refused.status).toBe(404);
+    const forged = as(`${cookie}; lmp_team=${other.id}`);
+    expect((await forged.get("/api/ui/pipelines")).json).toEqual([]);
+    expect((await forged.post(`/api/ui/pipelines/${theirs.id}/count`, {})).status).toBe(404);
+
+    const own = await as(cookie).post("/api/ui/team", { teamId: team.id });
+    expect(own.status).toBe(200);
+    expect(own.headers.get("set-cookie")).toMatch(/^lmp_team=team_[a-z0-9]+; .*HttpOnly/i);
+  });
+});
+
+describe("keys", () => {
+  it("create (secret once), list without secrets, revoke; another team's key is not found", async () => {
+    const { cookie } = await newUser();
+    const scoped = await as(cookie).post("/api/ui/keys", { kind: "api", deploymentId: "dep_x" });
+    expect(scoped.status).toBe(400);
+    expect(scoped.json.error.param).toBe("deploymentId");
+    const unknownDeployment = await as(cookie).post("/api/ui/keys", { kind: "model", deploymentId: "dep_x" });
+    expect(unknownDeployment.status).toBe(404);
+
+    const created = await as(cookie).post("/api/ui/keys", { kind: "api", name: " backend " });
+    expect(created.status).toBe(201);
+    expect(ApiKeySchema.parse(created.json.key)).toMatchObject({ name: "backend", kind: "api", revokedAt: null });
+    const secret = created.json.secret as string;
+    expect(created.json.key.prefix).toBe(secret.slice(0, 11));
+    expect((await client(secret).get("/v1/pipelines/list")).status).toBe(200);
+
+    const list = await as(cookie).get("/api/ui/keys");
+    expect(list.json).toHaveLength(1);
+    expect(list.text).not.toContain(secret);
+    expect(list.text).not.toMatch(/"hash"/);
+
+    const other = await makeTeam();
+    expect((await as(cookie).post(`/api/ui/keys/${other.keyId}/revoke`)).status).toBe(404);
+    expect((await client(other.apiKey).get("/v1/pipelines/list")).status).toBe(200);
+
+    const revoked = await as(cookie).post(`/api/ui/keys/${created.json.key.id}/revoke`);
+    expect(revoked.status).toBe(200);
+    expect((await client(secret).get("/v1/pipelines/list")).status).toBe(401);
+  });
+});
+
+describe("playground stream", () => {
+  it("validates with the deployment endpoint's schema and finds only the team's deployments", async () => {
+    const { cookie } = await newUser();
+    const bad = await as(cookie).get("/api/ui/deployments/demo/stream?prompt=hi&temperature=2");
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.param).toBe("temperature");
+    const streamParam = await as(cookie).get("/api/ui/deployments/demo/stream?prompt=hi&stream=true");
+    expect(streamParam.json.error.param).toBe("stream");
+    const unknown = await as(cookie).get("/api/ui/deployments/nope/stream?prompt=hi");
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.type).toBe("not_found");
+    expect((await client().get("/api/ui/deployments/nope/stream?prompt=hi")).status).toBe(401);
+  });
+});
