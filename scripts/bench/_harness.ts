@@ -132,3 +132,36 @@ export function percentile(values: number[], p: number): number {
 }
 
 export const round = (x: number, digits = 2) => Number(x.toFixed(digits));
+
+/**
+ * `total` samples in one pipeline, inserted by Postgres itself, with the labels `add` writes
+ * (see lib/db/schema/pipelines.ts): users u0..u999, groups g0..g99, metadata lang (10 values,
+ * 10% each) and {"rare":"yes"} on one sample in 1,000. Then VACUUM ANALYZE, as a live table has.
+ */
+export async function insertBenchSamples(
+  url: string,
+  pipelineId: string,
+  teamId: string,
+  total: number,
+): Promise<void> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const langs = ["en", "fr", "de", "es", "it", "pt", "nl", "sv", "pl", "ja"];
+  await sql`
+    insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, created_at)
+    select 'smp_bench' || lpad(g::text, 12, '0'), ${pipelineId}, ${teamId},
+           jsonb_build_array(jsonb_build_object('role','user','content','question ' || g),
+                             jsonb_build_object('role','assistant','content','answer ' || g)),
+           2, 'u' || (g % 1000), 'g' || (g % 100),
+           jsonb_build_object('lang', (string_to_array(${langs.join(",")}, ','))[1 + g % 10])
+             || case when g % 1000 = 0 then '{"rare":"yes"}'::jsonb else '{}'::jsonb end,
+           now() - interval '1 day' + g * interval '1 millisecond'
+    from generate_series(1, ${total}) g`;
+  await sql`
+    insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
+    select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
+    from samples s, jsonb_each_text(s.metadata) kv
+    where s.pipeline_id = ${pipelineId}`;
+  await sql`vacuum analyze samples`;
+  await sql`vacuum analyze sample_labels`;
+  await sql.end();
+}

@@ -4,12 +4,20 @@
 //  2. with N (default 1,000,000) samples in one pipeline: median latency of a 50-sample page
 //     filtered by one metadata key, and of the matching count.
 import { parseArgs } from "node:util";
-import postgres from "postgres";
 import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
-import { freshDatabase, latencies, percentile, request, round, startProductionApp, throughput } from "./_harness";
+import {
+  freshDatabase,
+  insertBenchSamples,
+  latencies,
+  percentile,
+  request,
+  round,
+  startProductionApp,
+  throughput,
+} from "./_harness";
 
 export default async function ingest(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -59,28 +67,7 @@ export default async function ingest(argv: string[]): Promise<void> {
     // --- 2. a pipeline with `total` samples, inserted by Postgres itself.
     const big = await createPipeline(handle.db, { teamId: team.id, name: "big" });
     const t0 = performance.now();
-    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
-    const langs = ["en", "fr", "de", "es", "it", "pt", "nl", "sv", "pl", "ja"];
-    // lang: 10 values (10% each); rare: one sample in 1,000 carries {"rare":"yes"}.
-    await sql`
-      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, created_at)
-      select 'smp_bench' || lpad(g::text, 12, '0'), ${big.id}, ${team.id},
-             jsonb_build_array(jsonb_build_object('role','user','content','question ' || g),
-                               jsonb_build_object('role','assistant','content','answer ' || g)),
-             2, 'u' || (g % 1000), 'g' || (g % 100),
-             jsonb_build_object('lang', (string_to_array(${langs.join(",")}, ','))[1 + g % 10])
-               || case when g % 1000 = 0 then '{"rare":"yes"}'::jsonb else '{}'::jsonb end,
-             now() - interval '1 day' + g * interval '1 millisecond'
-      from generate_series(1, ${total}) g`;
-    // The labels `add` writes with each sample (see lib/db/schema/pipelines.ts).
-    await sql`
-      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
-      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
-      from samples s, jsonb_each_text(s.metadata) kv
-      where s.pipeline_id = ${big.id}`;
-    await sql`vacuum analyze samples`;
-    await sql`vacuum analyze sample_labels`;
-    await sql.end();
+    await insertBenchSamples(db.url, big.id, team.id, total);
     console.log(`inserted ${total} samples in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
 
     const page = (metadata: Record<string, string>) => async () => {

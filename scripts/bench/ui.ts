@@ -7,11 +7,10 @@
 // Medians of R rounds (default 7), each with a value not seen before (no client cache hits).
 import { parseArgs } from "node:util";
 import { chromium, type Page } from "@playwright/test";
-import postgres from "postgres";
 import { connect } from "@/lib/db/client";
 import { createPipeline } from "@/lib/services/pipelines";
 import { signUp } from "@/lib/services/users";
-import { freshDatabase, percentile, round, startProductionApp } from "./_harness";
+import { freshDatabase, insertBenchSamples, percentile, round, startProductionApp } from "./_harness";
 
 const CHROMIUM_ARGS = [
   "--no-sandbox",
@@ -41,7 +40,7 @@ export default async function ui(argv: string[]): Promise<void> {
     const { team } = await signUp(handle.db, { email, password, teamName: "bench" });
     const big = await createPipeline(handle.db, { teamId: team.id, name: "big" });
     const t0 = performance.now();
-    await insertSamples(db.url, big.id, team.id, total);
+    await insertBenchSamples(db.url, big.id, team.id, total);
     console.log(`inserted ${total} samples in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
 
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
@@ -136,24 +135,3 @@ async function addChip(page: Page, key: string, value: string, replace: boolean)
 }
 
 /** The ingest bench's data set (same shape): 1,000 users, 100 groups, 10 languages. */
-async function insertSamples(url: string, pipelineId: string, teamId: string, total: number) {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  const langs = ["en", "fr", "de", "es", "it", "pt", "nl", "sv", "pl", "ja"];
-  await sql`
-    insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, created_at)
-    select 'smp_bench' || lpad(g::text, 12, '0'), ${pipelineId}, ${teamId},
-           jsonb_build_array(jsonb_build_object('role','user','content','question ' || g),
-                             jsonb_build_object('role','assistant','content','answer ' || g)),
-           2, 'u' || (g % 1000), 'g' || (g % 100),
-           jsonb_build_object('lang', (string_to_array(${langs.join(",")}, ','))[1 + g % 10]),
-           now() - interval '1 day' + g * interval '1 millisecond'
-    from generate_series(1, ${total}) g`;
-  await sql`
-    insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
-    select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
-    from samples s, jsonb_each_text(s.metadata) kv
-    where s.pipeline_id = ${pipelineId}`;
-  await sql`vacuum analyze samples`;
-  await sql`vacuum analyze sample_labels`;
-  await sql.end();
-}
