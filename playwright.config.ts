@@ -1,11 +1,11 @@
 import { defineConfig } from "@playwright/test";
+import { chromiumLaunchOptions } from "./tests/helpers/chromium";
 
 /**
  * Browser tests in Debian's Chromium (`npx playwright install` cannot download browsers here).
  * e2e/global-setup.ts starts a fresh embedded database, the built app and a worker on free
  * ports, and hands the app's URL to the tests through E2E_BASE_URL.
  */
-const chromium = process.env.E2E_CHROMIUM ?? "/usr/bin/chromium";
 
 export default defineConfig({
   testDir: "e2e",
@@ -24,15 +24,6 @@ export default defineConfig({
     viewport: { width: 1440, height: 900 },
     trace: "retain-on-failure",
     screenshot: "only-on-failure",
-    launchOptions: {
-      executablePath: chromium,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-      ],
-    },
+    launchOptions: chromiumLaunchOptions,
   },
 });

@@ -8,17 +8,10 @@
 import { parseArgs } from "node:util";
 import { chromium, type Page } from "@playwright/test";
 import { connect } from "@/lib/db/client";
+import { chromiumLaunchOptions } from "../../tests/helpers/chromium";
 import { createPipeline } from "@/lib/services/pipelines";
 import { signUp } from "@/lib/services/users";
 import { freshDatabase, insertBenchSamples, percentile, round, startProductionApp } from "./_harness";
-
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--no-first-run",
-];
 
 export default async function ui(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -30,10 +23,7 @@ export default async function ui(argv: string[]): Promise<void> {
   const db = await freshDatabase("ui");
   const app = await startProductionApp(db.url);
   const handle = connect(db.url, { max: 2 });
-  const browser = await chromium.launch({
-    executablePath: process.env.E2E_CHROMIUM ?? "/usr/bin/chromium",
-    args: CHROMIUM_ARGS,
-  });
+  const browser = await chromium.launch(chromiumLaunchOptions);
   try {
     const email = "bench@example.com";
     const password = "bench-password";

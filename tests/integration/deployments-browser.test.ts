@@ -3,6 +3,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { chromium, type Browser } from "playwright-core";
+import { chromiumLaunchOptions } from "../helpers/chromium";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { complete, makeTeamWithDeployment } from "../helpers/deployments";
 
@@ -11,16 +12,7 @@ let page: Server;
 let pageOrigin: string;
 
 beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--no-first-run",
-    ],
-  });
+  browser = await chromium.launch(chromiumLaunchOptions);
   // Another origin: same host, another port.
   page = createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });
