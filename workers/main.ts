@@ -8,8 +8,7 @@ import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
 import { listDeployedModels } from "@/lib/services/deployments";
-import { Engine } from "./engine";
-import { configureHfEnv } from "./engine/hf-env";
+import { Engine } from "./engine/engine";
 import { startInferenceServer } from "./inference/server";
 import { startPackager } from "./packager";
 import { registerWorker } from "./registry";
@@ -17,7 +16,6 @@ import { registerWorker } from "./registry";
 async function main(): Promise<void> {
   const e = env();
   const handle = getDb();
-  configureHfEnv();
 
   const servedModels = async () => [...new Set([...e.WORKER_MODELS, ...(await listDeployedModels(handle.db))])];
   const engine = new Engine({ models: await servedModels() });

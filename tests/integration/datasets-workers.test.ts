@@ -164,6 +164,20 @@ describe("dataset packaging by worker processes", () => {
     }
   });
 
+  it("packages without loading the inference runtime while the worker serves no model", async () => {
+    const { teamId, pipelineId, lines } = await pipelineOf(50);
+    const d = await createDataset(handle.db, { teamId, pipelineId, name: "lean", selection: {} });
+    const w = await worker();
+    const ready = await waitFor(async () => {
+      const r = await row(d.id);
+      return r.status === "READY" ? r : undefined;
+    });
+    expect(parse(localFile(ready))).toEqual(lines);
+    // onnxruntime's native library (and transformers.js, ~150 MB resident) come with the first model.
+    const maps = readFileSync(`/proc/${w.child.pid}/maps`, "utf8");
+    expect(maps).not.toMatch(/onnxruntime/);
+  });
+
   it("leaves the pool's connection usable after a slowly read or early-stopped file", { timeout: 20_000 }, async () => {
     const { pipelineId, lines } = await pipelineOf(400); // ~40 kB: more than a stream buffer
     const one = connect(database.url, { max: 1 });

@@ -10,9 +10,9 @@ import type {
   GenerationUsage,
 } from "@/lib/contracts/generation";
 import { EngineError } from "./errors";
-import { ModelRegistry, type LoadedModel } from "./model-loader";
+import type { LoadedModel, ModelRegistry } from "./model-loader";
 import { planRequest } from "./request-plan";
-import { Scheduler, type SchedulerOptions } from "./scheduler";
+import type { Scheduler, SchedulerOptions } from "./scheduler";
 
 export interface EngineOptions extends SchedulerOptions {
   /** Model ids (local folders or hub ids) this engine serves; the first is the default. */
@@ -25,14 +25,14 @@ export interface GenerateOptions {
 }
 
 export class Engine {
-  readonly registry: ModelRegistry;
+  private registry: ModelRegistry | undefined;
   private readonly schedulers = new Map<string, Promise<Scheduler>>();
 
   private served: string[];
 
   constructor(private readonly opts: EngineOptions) {
     this.served = [...opts.models];
-    this.registry = opts.registry ?? new ModelRegistry();
+    this.registry = opts.registry;
   }
 
   /** Model ids this engine serves; the first is the default. */
@@ -59,11 +59,24 @@ export class Engine {
       throw new EngineError("model_not_found", `model ${id} is not served by this worker`, "model");
     let s = this.schedulers.get(id);
     if (!s) {
-      s = this.registry.get(id).then((m) => new Scheduler(m, this.opts));
+      s = this.createScheduler(id);
       this.schedulers.set(id, s);
       s.catch(() => this.schedulers.delete(id));
     }
     return s;
+  }
+
+  // transformers.js and onnxruntime (about 150 MB resident) are loaded with the first model, not
+  // with the engine: a worker that serves no model yet (one that only packages datasets) stays small.
+  private async createScheduler(id: string): Promise<Scheduler> {
+    const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model-loader"), import("./scheduler")]);
+    this.registry ??= new ModelRegistry();
+    return new Scheduler(await this.registry.get(id), this.opts);
+  }
+
+  /** Unloads every model this engine loaded. */
+  async dispose(): Promise<void> {
+    await this.registry?.dispose();
   }
 
   /**

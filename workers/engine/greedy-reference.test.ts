@@ -19,7 +19,7 @@ describe.each([
     engine = new Engine({ models: [await dir()], prefillChunk: 512 });
     await engine.load();
   });
-  afterAll(() => engine.registry.dispose());
+  afterAll(() => engine.dispose());
 
   it.each([
     "The dog sleeps in the",
