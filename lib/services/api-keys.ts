@@ -4,6 +4,8 @@ import { apiKeys, deployments, type ApiKey, type Team } from "../db/schema";
 import { notFound, unauthorized } from "../errors";
 import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKind } from "../auth/key-secret";
 import { newId } from "../ids";
+import type postgres from "postgres";
+import { createBatcher, perClient } from "../db/batch";
 import { rawSql } from "../db/raw";
 
 export type CreatedKey = { key: ApiKey; secret: string };
@@ -93,11 +95,7 @@ export async function authenticateKey(
         : "This is an API key; deployments take a model key.",
     );
   }
-  const [row] = await rawSql(db)<KeyRow[]>`
-    select k.id, k.kind, k.deployment_id, k.last_used_at, k.revoked_at,
-           t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at
-    from api_keys k join teams t on t.id = k.team_id
-    where k.hash = ${hashKeySecret(secret)}`;
+  const row = await keyLookup(rawSql(db))(hashKeySecret(secret));
   if (!row || row.kind !== expected) throw unauthorized(`Invalid ${what}.`);
   if (row.revoked_at) throw unauthorized(`This ${what} has been revoked.`);
   // drizzle's postgres.js client leaves timestamps as strings (drizzle maps them itself).
@@ -108,6 +106,25 @@ export async function authenticateKey(
     team: { id: row.team_id, slug: row.team_slug, name: row.team_name, createdAt: new Date(row.team_created_at) },
   };
 }
+
+/**
+ * Key rows by hash. Concurrent lookups share one query (see createBatcher): every request still
+ * reads the key after it arrived, so a revocation holds for the very next request.
+ */
+const keyLookup = perClient((sql: postgres.Sql) =>
+  createBatcher<string, KeyRow | null>(
+    async (hashes) => {
+      const rows = await sql<(KeyRow & { hash: string })[]>`
+        select k.hash, k.id, k.kind, k.deployment_id, k.last_used_at, k.revoked_at,
+               t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at
+        from api_keys k join teams t on t.id = k.team_id
+        where k.hash in (select jsonb_array_elements_text(${JSON.stringify([...new Set(hashes)])}::jsonb))`;
+      const byHash = new Map(rows.map((r) => [r.hash, r]));
+      return hashes.map((h) => byHash.get(h) ?? null);
+    },
+    { maxInFlight: 2, maxBatch: 256 },
+  ),
+);
 
 type KeyRow = {
   id: string;

@@ -1,46 +1,78 @@
 import { eq, sql, type SQL } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
 import { samples } from "../db/schema";
+import type postgres from "postgres";
+import { createBatcher, perClient } from "../db/batch";
 import { rawSql } from "../db/raw";
 import type { AddSampleInput, SampleDto, Selection } from "../contracts/pipelines";
 import { newId } from "../ids";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
 
+/** A row to insert, and its JSON (the rows of a batch travel as one JSON array). */
+type NewSample = { id: string; pipelineId: string; json: string };
+
 /**
- * Adds a sample and its metadata labels in one statement. The insert selects the pipeline by
- * id *and* team, so an unknown or foreign pipeline inserts nothing and is reported as not found.
- * `for key share` locks the pipeline row *before* created_at (clock_timestamp()) is taken: a
- * dataset being created (which locks the row `for update`, see createDataset) then either sees
- * this sample committed or gets a bound older than its created_at, never one in between.
+ * Adds a sample and its metadata labels. Concurrent adds on one connection pool go out together
+ * (see createBatcher): one statement, one commit for the lot, each add still answered only once
+ * its own row is committed, and each checked on its own (an unknown pipeline fails that add alone).
  */
 export async function addSample(
   db: DbOrTx,
   input: { teamId: string; pipelineId: string; sample: AddSampleInput },
 ): Promise<{ id: string }> {
-  const id = newId("sample");
   const { messages, userId, groupId, metadata } = input.sample;
-  const metadataValue = metadata && Object.keys(metadata).length > 0 ? JSON.stringify(metadata) : null;
-  // A postgres.js tagged template (prepared per connection): this runs on every `add`.
-  const rows = await rawSql(db)`
-    with p as (
-      select id, team_id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId}
-      for key share
-    ), s as (
-      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
-      select ${id}, p.id, p.team_id, ${JSON.stringify(messages)}::jsonb, ${messages.length}::int,
-             ${userId ?? null}::text, ${groupId ?? null}::text, ${metadataValue}::jsonb
-      from p
-      returning id, pipeline_id, created_at, metadata
-    ), l as (
-      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
-      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
-      from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
-    )
-    select id from s`;
-  if (rows.length === 0) throw pipelineNotFound(input.pipelineId);
+  const id = newId("sample");
+  const json = JSON.stringify({
+    id,
+    pipeline_id: input.pipelineId,
+    team_id: input.teamId,
+    messages,
+    length: messages.length,
+    user_id: userId ?? null,
+    group_id: groupId ?? null,
+    metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
+  });
+  await sampleInserter(rawSql(db))({ id, pipelineId: input.pipelineId, json });
   return { id };
 }
+
+/**
+ * The insert of a batch, rows passed as one JSON array. The pipeline is selected by id *and*
+ * team, so an unknown or foreign pipeline inserts nothing and is reported as not found.
+ * `for key share` locks the pipeline rows *before* created_at (clock_timestamp()) is taken: a
+ * dataset being created (which locks the row `for update`, see createDataset) then either sees
+ * these samples committed or gets a bound older than their created_at, never one in between.
+ */
+const sampleInserter = perClient((sql: postgres.Sql) =>
+  createBatcher<NewSample, string>(
+    async (rows) => {
+      const inserted = await sql<{ id: string }[]>`
+        with r as (
+          select * from jsonb_to_recordset(${`[${rows.map((r) => r.json).join(",")}]`}::jsonb) as r(
+            id text, pipeline_id text, team_id text, messages jsonb, length int,
+            user_id text, group_id text, metadata jsonb)
+        ), p as (
+          select id, team_id from pipelines where id in (select pipeline_id from r)
+          for key share
+        ), s as (
+          insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
+          select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata
+          from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
+          returning id, pipeline_id, created_at, metadata
+        ), l as (
+          insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
+          select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
+          from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
+        )
+        select id from s`;
+      const done = new Set(inserted.map((r) => r.id));
+      return rows.map((r) => (done.has(r.id) ? r.id : pipelineNotFound(r.pipelineId)));
+    },
+    // At most ~4 MB of JSON per statement (one add may be larger, up to MAX_BODY_BYTES).
+    { maxInFlight: 4, maxBatch: 256, weight: (r) => r.json.length, maxWeight: 4_000_000 },
+  ),
+);
 
 export type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
 

@@ -47,6 +47,27 @@ describe("API key authentication", () => {
       .not.toBeNull();
   });
 
+  it("answers each of many concurrent requests for its own key (lookups are batched)", async () => {
+    const [a, b] = [await makeTeam(), await makeTeam()];
+    await client(a.apiKey).post("/v1/pipelines/create", { name: "a-only" });
+    const revoked = await makeTeam();
+    await revokeApiKey(db().db, { id: revoked.keyId });
+    const keys = [a.apiKey, b.apiKey, revoked.apiKey, "lmp_sk_" + "B".repeat(43), a.modelKey];
+    const calls = Array.from({ length: 60 }, (_, i) => keys[i % keys.length]!);
+    const results = await Promise.all(calls.map((k) => client(k).get("/v1/pipelines/list")));
+    results.forEach((res, i) => {
+      const key = calls[i];
+      if (key === a.apiKey)
+        expect(
+          res.json.map((p: { name: string }) => p.name),
+          `call ${i}`,
+        ).toEqual(["a-only"]);
+      else if (key === b.apiKey) expect(res.json, `call ${i}`).toEqual([]);
+      else expect(res.status, `call ${i}`).toBe(401);
+    });
+    expect(results.filter((r) => r.status === 401 && /revoked/.test(r.json.error.message))).toHaveLength(12);
+  });
+
   it("rejects a key as soon as it is revoked", async () => {
     const team = await makeTeam();
     expect((await client(team.apiKey).get("/v1/pipelines/list")).status).toBe(200);

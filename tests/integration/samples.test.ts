@@ -34,6 +34,36 @@ describe("adding samples", () => {
     });
   });
 
+  it("stores every one of many concurrent adds once, and refuses only those aimed at another team's pipeline", async () => {
+    const api = client((await makeTeam()).apiKey);
+    const other = client((await makeTeam()).apiKey);
+    const [mine, theirs] = [await newPipeline(api), await newPipeline(other)];
+    const targets = Array.from({ length: 80 }, (_, i) => (i % 5 === 4 ? theirs : mine));
+    const results = await Promise.all(
+      targets.map((pipeline, i) =>
+        api.post(`/v1/pipelines/${pipeline}/add`, {
+          messages: msg(`concurrent ${i}`),
+          userId: `u${i}`,
+          metadata: { i: String(i), parity: i % 2 ? "odd" : "even" },
+        }),
+      ),
+    );
+    results.forEach((res, i) => expect(res.status, `add ${i}`).toBe(targets[i] === mine ? 200 : 404));
+    const added = results.filter((r) => r.status === 200).map((r) => r.json.id as string);
+    expect(new Set(added).size).toBe(64);
+    const list = (await api.post(`/v1/pipelines/${mine}/samples`, {})).json as { id: string; userId: string }[];
+    expect(list.map((s) => s.id).sort()).toEqual([...added].sort());
+    // Each row kept its own labels: user i has metadata {i}, found through the labels table.
+    for (const i of [0, 13, 78]) {
+      const found = (await api.post(`/v1/pipelines/${mine}/samples`, { metadata: { i: String(i) } })).json;
+      expect(found.map((s: { userId: string }) => s.userId)).toEqual([`u${i}`]);
+    }
+    expect((await api.post(`/v1/pipelines/${mine}/count`, { metadata: { parity: "odd" } })).json).toEqual({
+      count: 32,
+    });
+    expect((await other.post(`/v1/pipelines/${theirs}/count`, {})).json).toEqual({ count: 0 });
+  });
+
   it("rejects bad input with the offending param and writes nothing", async () => {
     const api = client((await makeTeam()).apiKey);
     const id = await newPipeline(api);
