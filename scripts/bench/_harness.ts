@@ -1,6 +1,7 @@
 // Shared pieces of the benchmarks: a throwaway database on the real Postgres, the production
 // app started against it, a keep-alive HTTP load generator and percentile helpers.
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -38,12 +39,21 @@ export function freePort(): Promise<number> {
 }
 
 /** The production build (`next start`) against `databaseUrl`. */
-export async function startProductionApp(databaseUrl: string): Promise<{ base: string; stop: () => Promise<void> }> {
+export async function startProductionApp(
+  databaseUrl: string,
+): Promise<{ base: string; pid: number; stop: () => Promise<void> }> {
   ensureBuild();
   const port = await freePort();
   const child: ChildProcess = spawn(
     process.execPath,
-    [path.join(repoRoot, "node_modules/next/dist/bin/next"), "start", "-p", String(port)],
+    [
+      // e.g. BENCH_APP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the app under load
+      ...(process.env.BENCH_APP_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+      path.join(repoRoot, "node_modules/next/dist/bin/next"),
+      "start",
+      "-p",
+      String(port),
+    ],
     {
       cwd: repoRoot,
       env: {
@@ -68,6 +78,7 @@ export async function startProductionApp(databaseUrl: string): Promise<{ base: s
   }
   return {
     base,
+    pid: child.pid!,
     stop: () =>
       new Promise((resolve) => {
         child.once("exit", () => resolve());
@@ -93,6 +104,13 @@ export function request(
     if (options.body) req.write(options.body);
     req.end();
   });
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks (USER_HZ 100)
 }
 
 /** `clients` concurrent loops calling `fn` for `seconds`; returns requests per second (all must succeed). */

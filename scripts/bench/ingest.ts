@@ -12,6 +12,7 @@ import {
   freshDatabase,
   insertBenchSamples,
   latencies,
+  cpuSeconds,
   percentile,
   request,
   round,
@@ -54,14 +55,29 @@ export default async function ingest(argv: string[]): Promise<void> {
     await throughput(32, 2, empty);
     await throughput(32, 2, add);
     // Alternating rounds, best of each: load from elsewhere on a shared machine hits both alike.
+    // Also the app's own CPU time per request (less sensitive to other load than req/s).
+    const measured = async (fn: typeof empty) => {
+      const cpu0 = cpuSeconds(app.pid);
+      const t0 = performance.now();
+      const rps = await throughput(32, seconds / 3, fn);
+      const requests = (rps * (performance.now() - t0)) / 1000;
+      return { rps, cpuMs: ((cpuSeconds(app.pid) - cpu0) * 1000) / requests };
+    };
     let emptyRps = 0;
     let addRps = 0;
+    let emptyCpuMs = Infinity;
+    let addCpuMs = Infinity;
     for (let round = 0; round < 3; round++) {
-      emptyRps = Math.max(emptyRps, await throughput(32, seconds / 3, empty));
-      addRps = Math.max(addRps, await throughput(32, seconds / 3, add));
+      const e = await measured(empty);
+      const a = await measured(add);
+      [emptyRps, emptyCpuMs] = [Math.max(emptyRps, e.rps), Math.min(emptyCpuMs, e.cpuMs)];
+      [addRps, addCpuMs] = [Math.max(addRps, a.rps), Math.min(addCpuMs, a.cpuMs)];
     }
     console.log(
       `empty route: ${emptyRps.toFixed(0)} req/s   add: ${addRps.toFixed(0)} req/s   (32 clients, best of 3 alternating rounds)`,
+    );
+    console.log(
+      `app CPU per request: empty route ${emptyCpuMs.toFixed(3)} ms   add ${addCpuMs.toFixed(3)} ms   (ratio ${(emptyCpuMs / addCpuMs).toFixed(2)})`,
     );
 
     // --- 2. a pipeline with `total` samples, inserted by Postgres itself.
@@ -109,6 +125,8 @@ export default async function ingest(argv: string[]): Promise<void> {
         samples: total,
         add_rps: round(addRps, 0),
         empty_route_rps: round(emptyRps, 0),
+        add_cpu_ms: round(addCpuMs, 3),
+        empty_route_cpu_ms: round(emptyCpuMs, 3),
         page_rare_p50_ms: round(pageRareMs, 1),
         count_rare_p50_ms: round(countRareMs, 1),
       }),
