@@ -95,14 +95,18 @@ export function request(
   options: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: options.method ?? "GET", headers: options.headers, agent }, (res) => {
+    // A body goes with its Content-Length in one write, as curl, fetch and the SDKs send JSON
+    // (without it Node's client would fall back to chunked encoding and an extra packet).
+    const headers = options.body
+      ? { ...options.headers, "content-length": String(Buffer.byteLength(options.body)) }
+      : options.headers;
+    const req = http.request(url, { method: options.method ?? "GET", headers, agent }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
     });
     req.on("error", reject);
-    if (options.body) req.write(options.body);
-    req.end();
+    req.end(options.body);
   });
 }
 
