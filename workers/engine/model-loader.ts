@@ -63,6 +63,16 @@ function checkLocalFolder(dir: string) {
   }
 }
 
+/**
+ * ONNX Runtime's thread pools spin while waiting for work by default. Between decoding steps
+ * (the worker is serving HTTP, the app and Postgres share the machine) that spinning burned
+ * ~25% more CPU per token and took cores from everything else: the serve bench measured
+ * 3.96 → 2.98 ms of worker CPU per token, 8 HTTP streams at 0.85 → 0.92 of the in-process rate.
+ */
+const ORT_SESSION_OPTIONS = {
+  extra: { session: { intra_op: { allow_spinning: "0" }, inter_op: { allow_spinning: "0" } } },
+};
+
 export async function loadModel(id: string): Promise<LoadedModel> {
   configureHfEnv();
   const local = isLocalPath(id);
@@ -72,7 +82,11 @@ export async function loadModel(id: string): Promise<LoadedModel> {
   let model: PreTrainedModel;
   try {
     tokenizer = await AutoTokenizer.from_pretrained(source, { local_files_only: local });
-    model = await AutoModelForCausalLM.from_pretrained(source, { dtype: "fp32", local_files_only: local });
+    model = await AutoModelForCausalLM.from_pretrained(source, {
+      dtype: "fp32",
+      local_files_only: local,
+      session_options: ORT_SESSION_OPTIONS,
+    });
   } catch (e) {
     if (isEngineError(e)) throw e;
     throw new EngineError("invalid_model", `could not load model ${id}: ${(e as Error).message}`, "model");
