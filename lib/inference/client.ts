@@ -76,7 +76,10 @@ export class InferenceClient {
 }
 
 async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> {
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  // Bytes straight from the body's reader, decoded here: a TextDecoderStream would add a second
+  // web stream (and its promise hops) to every token on the way through the app.
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
   let buffer = "";
   let finished = false;
   try {
@@ -87,11 +90,12 @@ async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> 
         if (!finished) throw new InferenceError(502, "internal", "the worker closed the stream before it finished");
         break;
       }
-      buffer += value;
+      buffer += decoder.decode(value, { stream: true });
+      let start = 0;
       let nl: number;
-      while ((nl = buffer.indexOf("\n")) >= 0) {
-        const line = buffer.slice(0, nl).trim();
-        buffer = buffer.slice(nl + 1);
+      while ((nl = buffer.indexOf("\n", start)) >= 0) {
+        const line = buffer.slice(start, nl).trim();
+        start = nl + 1;
         if (!line) continue;
         const event = JSON.parse(line) as GenerationStreamEvent;
         if (event.type === "error")
@@ -99,6 +103,7 @@ async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> 
         if (event.type === "done") finished = true;
         yield event;
       }
+      buffer = buffer.slice(start);
     }
   } finally {
     await reader.cancel().catch(() => {}); // closing early disconnects, which cancels the generation
