@@ -24,7 +24,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await new Promise((r) => page?.close(r));
+  // (Only when beforeAll got that far: a missing Chromium must fail fast, not hang here.)
+  if (page) await new Promise((r) => page.close(r));
 });
 
 describe("a browser on another origin", () => {
