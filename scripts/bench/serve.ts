@@ -75,7 +75,7 @@ export default async function bench(args: string[]) {
       logit_bias: noEos,
     });
     const ttftReq = { prompt: LONG_PROMPT, max_tokens: 1, temperature: 0 };
-    const runs = quick ? 5 : 9;
+    const runs = quick ? 5 : 11;
     const rounds = quick ? 2 : 3;
 
     const engineTtft = async () => {
@@ -133,31 +133,27 @@ export default async function bench(args: string[]) {
       cpu.tokens += tokens;
       return tokens / ((now() - t) / 1000);
     };
-    const medianOf = async (fn: () => Promise<number>) => {
-      const xs: number[] = [];
-      for (let i = 0; i < runs; i++) xs.push(await fn());
-      return median(xs);
-    };
-
     // Warm-up: ONNX Runtime arenas here, model loading in the worker.
     for (let i = 0; i < 3; i++) await Promise.all([engineTtft(), httpTtft()]);
     await engine8();
     await http8();
 
-    // The sides alternate, round by round, and the best round of each counts: load from other
-    // processes on the machine then hits both alike.
-    let engineT = Infinity;
-    let directT = Infinity;
-    let httpT = Infinity;
+    // Time to first token: the three sides take turns request by request, so a burst of load
+    // from elsewhere on this shared machine hits them alike; the medians over every round count.
+    // Throughput: the sides alternate round by round and the best round of each counts.
+    const ttft = { engine: [] as number[], direct: [] as number[], http: [] as number[] };
     let engineRate = 0;
     let httpRate = 0;
     for (let round = 0; round < rounds; round++) {
-      engineT = Math.min(engineT, await medianOf(engineTtft));
-      directT = Math.min(directT, await medianOf(directTtft));
-      httpT = Math.min(httpT, await medianOf(httpTtft));
+      for (let i = 0; i < runs; i++) {
+        ttft.engine.push(await engineTtft());
+        ttft.direct.push(await directTtft());
+        ttft.http.push(await httpTtft());
+      }
       engineRate = Math.max(engineRate, await engine8());
       httpRate = Math.max(httpRate, await http8());
     }
+    const [engineT, directT, httpT] = [median(ttft.engine), median(ttft.direct), median(ttft.http)];
     console.log(
       `time to first token: engine ${engineT.toFixed(1)} ms, worker API ${directT.toFixed(1)} ms, app ${httpT.toFixed(1)} ms`,
     );
