@@ -16,6 +16,8 @@ export const LOCAL_BLOB_ROUTE = "/v1/blobs/";
  * partial file under a key. A killed writer leaves only its temporary file, which
  * `sweepTemporary` removes.
  */
+const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
+
 export class LocalBlobStore implements BlobStore {
   constructor(readonly root: string) {}
 
@@ -30,7 +32,11 @@ export class LocalBlobStore implements BlobStore {
     await mkdir(tmpDir, { recursive: true });
     const tmp = path.join(tmpDir, randomUUID());
     try {
-      await pipeline(Readable.from(body), createWriteStream(tmp), { signal: options.signal });
+      // A deep write buffer lets the source (a COPY from Postgres) keep flowing while the disk
+      // catches up, instead of pausing at every 16 kB chunk until the write returns.
+      await pipeline(Readable.from(body), createWriteStream(tmp, { highWaterMark: WRITE_BUFFER_BYTES }), {
+        signal: options.signal,
+      });
       // Durable before it becomes visible: a crash after the rename must not leave a short file.
       const file = await open(tmp, "r+");
       try {
