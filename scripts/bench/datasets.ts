@@ -1,4 +1,4 @@
-// npm run bench -- datasets [--samples N] [--batch B]
+// npm run bench -- datasets [--samples N] [--batch B] [--rounds R]
 // On the real Postgres, with N (default 1,000,000) samples in one pipeline:
 //  1. the time of `COPY (SELECT messages … same selection) TO STDOUT` read through postgres.js;
 //  2. a real worker process (workers/main.ts) packaging the dataset of that selection into the
@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { connect } from "@/lib/db/client";
-import { datasets } from "@/lib/db/schema";
+import { datasets, type Dataset } from "@/lib/db/schema";
 import { createDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
@@ -25,7 +25,11 @@ const BENCH_T = Number(process.env.BENCH_TIMEOUT_MS ?? 600_000);
 export default async function datasetsBench(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { samples: { type: "string", default: "1000000" }, batch: { type: "string", default: "2000" } },
+    options: {
+      samples: { type: "string", default: "1000000" },
+      batch: { type: "string", default: "2000" },
+      rounds: { type: "string", default: "3" },
+    },
   });
   const total = Number(values.samples);
   const db = await freshDatabase("datasets");
@@ -60,31 +64,45 @@ export default async function datasetsBench(argv: string[]): Promise<void> {
     stopWorker = worker.stop;
     const idleRssMb = readProcStatusMb(worker.pid, "VmRSS");
 
-    const dataset = await createDataset(handle.db, {
-      teamId: team.id,
-      pipelineId: pipeline.id,
-      name: "bench",
-      selection: {},
-    });
-    const started = performance.now();
-    let row = dataset;
-    while (row.status === "PROCESSING") {
-      if (performance.now() - started > BENCH_T) throw new Error(`not packaged in time:\n${worker.logs()}`);
-      await new Promise((r) => setTimeout(r, 20));
-      [row] = await handle.db.select().from(datasets).where(eq(datasets.id, dataset.id));
-      if (!row) throw new Error("dataset vanished");
-    }
-    const packagingS = (performance.now() - started) / 1000;
-    if (row.status !== "READY") throw new Error(`dataset ${row.status}: ${row.error}`);
-    const peakRssMb = readProcStatusMb(worker.pid, "VmHWM");
-    const workerLine = worker.logs().match(/READY: .* in ([\d.]+)s/);
+    // Packaging and the COPY alternate, round by round, and the best of each counts: a burst of
+    // load from elsewhere on this shared machine then cannot land on one side only.
+    const rounds = Number(values.rounds);
+    let packagingS = Infinity;
+    let copy = { seconds: Infinity, bytes: 0 };
+    let row: Dataset | undefined;
+    let workerS: string | undefined;
+    for (let round = 0; round < rounds; round++) {
+      const dataset = await createDataset(handle.db, {
+        teamId: team.id,
+        pipelineId: pipeline.id,
+        name: `bench-${round}`,
+        selection: {},
+      });
+      const started = performance.now();
+      row = dataset;
+      while (row.status === "PROCESSING") {
+        if (performance.now() - started > BENCH_T) throw new Error(`not packaged in time:\n${worker.logs()}`);
+        await new Promise((r) => setTimeout(r, 20));
+        [row] = await handle.db.select().from(datasets).where(eq(datasets.id, dataset.id));
+        if (!row) throw new Error("dataset vanished");
+      }
+      const seconds = (performance.now() - started) / 1000;
+      if (row.status !== "READY") throw new Error(`dataset ${row.status}: ${row.error}`);
+      if (seconds < packagingS) {
+        packagingS = seconds;
+        workerS = [...worker.logs().matchAll(/READY: .* in ([\d.]+)s/g)].at(-1)?.[1];
+      }
 
-    // COPY of the same selection (all samples up to the dataset's bound, in order), after a warm-up.
-    const copySql = `copy (select s.messages from samples s where s.pipeline_id = '${pipeline.id}'
-      and (s.created_at, s.id) <= ('${dataset.untilCreatedAt}'::timestamptz, '${dataset.untilSampleId}')
-      order by s.created_at, s.id) to stdout`;
-    await copyThrough(sql, copySql);
-    const copy = await copyThrough(sql, copySql);
+      // COPY of the same selection (all samples up to the dataset's bound, in order).
+      const copySql = `copy (select s.messages from samples s where s.pipeline_id = '${pipeline.id}'
+        and (s.created_at, s.id) <= ('${dataset.untilCreatedAt}'::timestamptz, '${dataset.untilSampleId}')
+        order by s.created_at, s.id) to stdout`;
+      if (round === 0) await copyThrough(sql, copySql); // warm-up
+      const c = await copyThrough(sql, copySql);
+      if (c.seconds < copy.seconds) copy = c;
+    }
+    row = row!;
+    const peakRssMb = readProcStatusMb(worker.pid, "VmHWM");
 
     const file = await checkFile(path.join(dataDir, "blobs", row.blobKey!));
     if (file.lines !== total || file.checksum !== row.checksum || file.bytes !== row.bytes) {
@@ -94,8 +112,8 @@ export default async function datasetsBench(argv: string[]): Promise<void> {
     const samplesPerS = total / packagingS;
     console.log(`COPY (SELECT messages …) TO STDOUT: ${copy.seconds.toFixed(2)}s, ${(copy.bytes / 1e6).toFixed(0)} MB`);
     console.log(
-      `packaging ${total} samples: ${packagingS.toFixed(2)}s from create to READY` +
-        (workerLine ? ` (worker's own measure ${workerLine[1]}s)` : "") +
+      `packaging ${total} samples: ${packagingS.toFixed(2)}s from create to READY (best of ${rounds})` +
+        (workerS ? ` (worker's own measure ${workerS}s)` : "") +
         `, ${(row.bytes! / 1e6).toFixed(0)} MB file, ${samplesPerS.toFixed(0)} samples/s`,
     );
     console.log(`time vs COPY: ${(packagingS / copy.seconds).toFixed(2)} (goal ≤ 1.5)`);
