@@ -102,7 +102,16 @@ export function selectionSource(pipelineId: string, s: Selection, withSamples: b
     from = sql`${from} join sample_labels ${l} on ${l}.pipeline_id = l0.pipeline_id and ${l}.key = ${key}
       and ${l}.value = ${value} and ${l}.created_at = l0.created_at and ${l}.sample_id = l0.sample_id`;
   });
-  if (withSamples || sampleFilters.length > 0) from = sql`${from} join samples s on s.id = l0.sample_id`;
+  if (sampleFilters.length > 0) {
+    // With a user/group filter, join on the whole order key: the samples side then comes from the
+    // (pipeline, user|group, created_at, id) index in selection order, and merges with the labels
+    // (1M samples, metadata + userId: count 103 -> 6 ms, page 92 -> 0.7 ms). Without one, the
+    // planner misjudges these correlated conditions (it expects one row) and scans all samples.
+    from = sql`${from} join samples s on s.pipeline_id = l0.pipeline_id and s.created_at = l0.created_at
+      and s.id = l0.sample_id`;
+  } else if (withSamples) {
+    from = sql`${from} join samples s on s.id = l0.sample_id`;
+  }
   return {
     from,
     where: [sql`l0.pipeline_id = ${pipelineId}`, sql`l0.key = ${key0}`, sql`l0.value = ${value0}`, ...sampleFilters],
