@@ -86,35 +86,45 @@ export default async function ingest(argv: string[]): Promise<void> {
     await insertBenchSamples(db.url, big.id, team.id, total);
     console.log(`inserted ${total} samples in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
 
-    const page = (metadata: Record<string, string>) => async () => {
-      const r = await request(`${app.base}/v1/pipelines/${big.id}/samples`, {
-        method: "POST",
-        headers: auth,
-        body: JSON.stringify({ metadata, limit: 50 }),
-      });
-      if (r.status !== 200 || (JSON.parse(r.body) as unknown[]).length !== 50)
-        throw new Error(`page failed: ${r.status}`);
-    };
-    const count = (metadata: Record<string, string>, expected: number) => async () => {
-      const r = await request(`${app.base}/v1/pipelines/${big.id}/count`, {
-        method: "POST",
-        headers: auth,
-        body: JSON.stringify({ metadata }),
-      });
-      if (r.status !== 200 || (JSON.parse(r.body) as { count: number }).count !== expected) {
-        throw new Error(`count failed: ${r.status} ${r.body}`);
-      }
-    };
+    const page =
+      (metadata: Record<string, string>, extra: Record<string, string> = {}) =>
+      async () => {
+        const r = await request(`${app.base}/v1/pipelines/${big.id}/samples`, {
+          method: "POST",
+          headers: auth,
+          body: JSON.stringify({ metadata, ...extra, limit: 50 }),
+        });
+        if (r.status !== 200 || (JSON.parse(r.body) as unknown[]).length !== 50)
+          throw new Error(`page failed: ${r.status}`);
+      };
+    const count =
+      (metadata: Record<string, string>, expected: number, extra: Record<string, string> = {}) =>
+      async () => {
+        const r = await request(`${app.base}/v1/pipelines/${big.id}/count`, {
+          method: "POST",
+          headers: auth,
+          body: JSON.stringify({ metadata, ...extra }),
+        });
+        if (r.status !== 200 || (JSON.parse(r.body) as { count: number }).count !== expected) {
+          throw new Error(`count failed: ${r.status} ${r.body}`);
+        }
+      };
     await latencies(5, page({ lang: "en" }));
     const pageMs = percentile(await latencies(50, page({ lang: "en" })), 50);
     const pageRareMs = percentile(await latencies(20, page({ rare: "yes" })), 50);
     await latencies(2, count({ lang: "en" }, total / 10));
     const countMs = percentile(await latencies(20, count({ lang: "en" }, total / 10)), 50);
     const countRareMs = percentile(await latencies(20, count({ rare: "yes" }, Math.floor(total / 1000))), 50);
+    // A metadata key and a user together (user u10's samples all have lang "en": 0.1%).
+    const both = [{ lang: "en" }, { userId: "u10" }] as const;
+    const pageBothMs = percentile(await latencies(20, page(...both)), 50);
+    const countBothMs = percentile(await latencies(20, count(both[0], Math.floor(total / 1000), both[1])), 50);
     console.log(`page of 50, metadata {lang:"en"} (10% of samples): p50 ${pageMs.toFixed(1)} ms`);
     console.log(`page of 50, metadata {rare:"yes"} (0.1%):          p50 ${pageRareMs.toFixed(1)} ms`);
     console.log(`count, metadata {lang:"en"}:                        p50 ${countMs.toFixed(1)} ms`);
     console.log(`count, metadata {rare:"yes"}:                       p50 ${countRareMs.toFixed(1)} ms`);
+    console.log(`page of 50, metadata {lang:"en"} + userId "u10":    p50 ${pageBothMs.toFixed(1)} ms`);
+    console.log(`count, metadata {lang:"en"} + userId "u10":         p50 ${countBothMs.toFixed(1)} ms`);
 
     console.log(
       JSON.stringify({
@@ -129,6 +139,8 @@ export default async function ingest(argv: string[]): Promise<void> {
         empty_route_cpu_ms: round(emptyCpuMs, 3),
         page_rare_p50_ms: round(pageRareMs, 1),
         count_rare_p50_ms: round(countRareMs, 1),
+        page_meta_user_p50_ms: round(pageBothMs, 1),
+        count_meta_user_p50_ms: round(countBothMs, 1),
       }),
     );
   } finally {
