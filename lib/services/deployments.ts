@@ -1,6 +1,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
+import { rawSql } from "../db/raw";
 import type { DbOrTx } from "../db/client";
-import { deployments, teams, type Deployment } from "../db/schema";
+import { deployments, type Deployment } from "../db/schema";
 import { DeploymentModel, DeploymentName, type DeploymentDto } from "../contracts/deployments";
 import { env } from "../env";
 import { conflict, fromZodError, notFound, unauthorized } from "../errors";
@@ -82,12 +83,14 @@ export async function findDeploymentByPath(
   db: DbOrTx,
   input: { teamSlug: string; name: string },
 ): Promise<Deployment | null> {
-  const [row] = await db
-    .select({ deployment: deployments })
-    .from(deployments)
-    .innerJoin(teams, eq(teams.id, deployments.teamId))
-    .where(and(eq(teams.slug, input.teamSlug), eq(deployments.name, input.name)));
-  return row?.deployment ?? null;
+  // On the path to every first token: a prepared statement, not a drizzle-built query.
+  const [row] = await rawSql(db)<{ id: string; team_id: string; name: string; model: string; created_at: string }[]>`
+    select d.id, d.team_id, d.name, d.model, d.created_at
+    from deployments d join teams t on t.id = d.team_id
+    where t.slug = ${input.teamSlug} and d.name = ${input.name}`;
+  if (!row) return null;
+  // (drizzle's postgres.js client leaves timestamps as strings.)
+  return { id: row.id, teamId: row.team_id, name: row.name, model: row.model, createdAt: new Date(row.created_at) };
 }
 
 /**
