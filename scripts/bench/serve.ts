@@ -75,7 +75,7 @@ export default async function bench(args: string[]) {
       logit_bias: noEos,
     });
     const ttftReq = { prompt: LONG_PROMPT, max_tokens: 1, temperature: 0 };
-    const runs = quick ? 5 : 11;
+    const runs = quick ? 5 : 21;
     const rounds = quick ? 2 : 3;
 
     const engineTtft = async () => {
