@@ -75,8 +75,8 @@ export default async function bench(args: string[]) {
       logit_bias: noEos,
     });
     const ttftReq = { prompt: LONG_PROMPT, max_tokens: 1, temperature: 0 };
-    const runs = quick ? 5 : 21;
-    const rounds = quick ? 2 : 3;
+    const runs = quick ? 5 : 13;
+    const rounds = quick ? 2 : 5;
 
     const engineTtft = async () => {
       const start = now();
