@@ -10,14 +10,14 @@ import { assertValidKey, type BlobStore } from "./blob-store";
 /** The app route that serves local blobs (app/v1/blobs/[...key]/route.ts). */
 export const LOCAL_BLOB_ROUTE = "/v1/blobs/";
 
+const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
+
 /**
  * Blobs as files under `root`. A put writes `root/.tmp/<uuid>`, fsyncs it and renames it to
  * its key: rename is atomic within one file system, so a reader (or a crash) never sees a
  * partial file under a key. A killed writer leaves only its temporary file, which
  * `sweepTemporary` removes.
  */
-const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
-
 export class LocalBlobStore implements BlobStore {
   constructor(readonly root: string) {}
 

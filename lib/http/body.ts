@@ -12,10 +12,8 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   if (!req.body) return {};
   // With a Content-Length, Node's HTTP parser delivers exactly that many bytes: read them in one
   // go (the common case, and the cheaper one). Without it (chunked), count while reading.
-  const bytes = Number.isFinite(declared)
-    ? new Uint8Array(await req.arrayBuffer())
-    : await readLimited(req.body, limit);
-  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  const bytes = Number.isFinite(declared) ? Buffer.from(await req.arrayBuffer()) : await readLimited(req.body, limit);
+  const text = bytes.toString("utf8");
   if (text.trim() === "") return {};
   try {
     return JSON.parse(text);
@@ -24,7 +22,7 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   }
 }
 
-async function readLimited(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
+async function readLimited(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
