@@ -7,12 +7,19 @@ import type { DatasetDto } from "@/lib/contracts/datasets";
 import { uiFetch } from "../api-client";
 import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
-import { Card } from "../ui/card";
-import { Dialog } from "../ui/dialog";
+import { ConfirmDialog } from "../ui/confirm-dialog";
 import { EmptyState, ErrorBanner } from "../ui/states";
+import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
-const th = "px-4 py-2.5 text-left text-xs font-medium uppercase tracking-wide text-zinc-500 dark:text-zinc-400";
+const columns: Column[] = [
+  { label: "Name" },
+  { label: "Dataset string" },
+  { label: "Samples", align: "right" },
+  { label: "Status" },
+  { label: "Created" },
+  { label: "Actions", srOnly: true },
+];
 
 export function formatBytes(n: number | null): string {
   if (n === null) return "—";
@@ -75,76 +82,50 @@ export function DatasetsTable({ initial }: { initial: DatasetDto[] }) {
   return (
     <>
       {download.isError ? <ErrorBanner message={download.error.message} /> : null}
-      <Card className="mt-0 overflow-hidden">
-        <table className="w-full text-sm" data-testid="datasets-table">
-          <thead className="border-b border-zinc-200 bg-zinc-50 dark:border-zinc-800 dark:bg-zinc-900">
-            <tr>
-              <th className={th}>Name</th>
-              <th className={th}>Dataset string</th>
-              <th className={`${th} text-right`}>Samples</th>
-              <th className={th}>Status</th>
-              <th className={th}>Created</th>
-              <th className={th}>
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody className="divide-y divide-zinc-100 dark:divide-zinc-800">
-            {q.data.map((d) => (
-              <tr key={d.id} data-dataset-id={d.id}>
-                <td className="px-4 py-3 font-medium">{d.name}</td>
-                <td className="px-4 py-3 font-mono text-xs">{d.datasetString}</td>
-                <td className="px-4 py-3 text-right tabular-nums">
-                  {d.size.toLocaleString("en-US")}
-                  <div className="text-xs text-zinc-500 dark:text-zinc-400">{formatBytes(d.bytes)}</div>
-                </td>
-                <td className="px-4 py-3" data-testid="dataset-status">
-                  <StatusCell dataset={d} />
-                </td>
-                <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-                  <Time iso={d.createdAt} />
-                </td>
-                <td className="whitespace-nowrap px-4 py-3 text-right">
-                  <Button
-                    variant="secondary"
-                    size="sm"
-                    disabled={d.status !== "READY" || download.isPending}
-                    aria-label={`Download ${d.name}`}
-                    onClick={() => download.mutate(d.id)}
-                  >
-                    Download
-                  </Button>{" "}
-                  <Button
-                    variant="danger-ghost"
-                    size="sm"
-                    aria-label={`Delete ${d.name}`}
-                    onClick={() => setDeleting(d)}
-                  >
-                    Delete
-                  </Button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </Card>
-      <Dialog
+      <DataTable testId="datasets-table" columns={columns}>
+        {q.data.map((d) => (
+          <tr key={d.id} data-dataset-id={d.id}>
+            <td className="px-4 py-3 font-medium">{d.name}</td>
+            <td className="px-4 py-3 font-mono text-xs">{d.datasetString}</td>
+            <td className="px-4 py-3 text-right tabular-nums">
+              {d.size.toLocaleString("en-US")}
+              <div className="text-xs text-zinc-500 dark:text-zinc-400">{formatBytes(d.bytes)}</div>
+            </td>
+            <td className="px-4 py-3" data-testid="dataset-status">
+              <StatusCell dataset={d} />
+            </td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              <Time iso={d.createdAt} />
+            </td>
+            <td className="whitespace-nowrap px-4 py-3 text-right">
+              <Button
+                variant="secondary"
+                size="sm"
+                disabled={d.status !== "READY" || download.isPending}
+                aria-label={`Download ${d.name}`}
+                onClick={() => download.mutate(d.id)}
+              >
+                Download
+              </Button>{" "}
+              <Button variant="danger-ghost" size="sm" aria-label={`Delete ${d.name}`} onClick={() => setDeleting(d)}>
+                Delete
+              </Button>
+            </td>
+          </tr>
+        ))}
+      </DataTable>
+      <ConfirmDialog
         open={deleting !== null}
         onClose={() => setDeleting(null)}
         title={`Delete ${deleting?.name ?? "dataset"}?`}
         description="Its file is removed and its name becomes free. The samples stay in their pipeline."
         testId="delete-dataset-dialog"
-      >
-        {remove.isError ? <ErrorBanner message={remove.error.message} /> : null}
-        <div className="mt-2 flex justify-end gap-2">
-          <Button variant="secondary" onClick={() => setDeleting(null)}>
-            Cancel
-          </Button>
-          <Button variant="danger" disabled={remove.isPending} onClick={() => deleting && remove.mutate(deleting.id)}>
-            {remove.isPending ? "Deleting…" : "Delete dataset"}
-          </Button>
-        </div>
-      </Dialog>
+        confirmLabel="Delete dataset"
+        pendingLabel="Deleting…"
+        pending={remove.isPending}
+        error={remove.error}
+        onConfirm={() => deleting && remove.mutate(deleting.id)}
+      />
     </>
   );
 }

@@ -6,12 +6,19 @@ import type { ApiKeyDto } from "@/lib/contracts/api-keys";
 import { uiFetch } from "../api-client";
 import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
-import { Card } from "../ui/card";
-import { Dialog } from "../ui/dialog";
+import { ConfirmDialog } from "../ui/confirm-dialog";
 import { EmptyState, ErrorBanner } from "../ui/states";
+import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
-const th = "px-4 py-2.5 text-left text-xs font-medium uppercase tracking-wide text-zinc-500 dark:text-zinc-400";
+const columns: Column[] = [
+  { label: "Label" },
+  { label: "Kind" },
+  { label: "Key" },
+  { label: "Created" },
+  { label: "Last used" },
+  { label: "Actions", srOnly: true },
+];
 
 export function KeysTable({ initial }: { initial: ApiKeyDto[] }) {
   const [revoking, setRevoking] = useState<ApiKeyDto | null>(null);
@@ -38,57 +45,41 @@ export function KeysTable({ initial }: { initial: ApiKeyDto[] }) {
   }
   return (
     <>
-      <Card className="overflow-hidden">
-        <table className="w-full text-sm" data-testid="keys-table">
-          <thead className="border-b border-zinc-200 bg-zinc-50 dark:border-zinc-800 dark:bg-zinc-900">
-            <tr>
-              <th className={th}>Label</th>
-              <th className={th}>Kind</th>
-              <th className={th}>Key</th>
-              <th className={th}>Created</th>
-              <th className={th}>Last used</th>
-              <th className={th}>
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody className="divide-y divide-zinc-100 dark:divide-zinc-800">
-            {q.data.map((k) => (
-              <tr key={k.id} data-key-id={k.id} className={k.revokedAt ? "text-zinc-400 dark:text-zinc-500" : ""}>
-                <td className="px-4 py-3 font-medium">{k.name ?? <span className="text-zinc-400">Untitled</span>}</td>
-                <td className="px-4 py-3">
-                  <Badge tone={k.kind === "api" ? "indigo" : "amber"}>{k.kind === "api" ? "API" : "Model"}</Badge>
-                  {k.deploymentName ? (
-                    <span className="ml-2 text-xs text-zinc-500 dark:text-zinc-400">only {k.deploymentName}</span>
-                  ) : null}
-                </td>
-                <td className="px-4 py-3 font-mono text-xs">{k.prefix}…</td>
-                <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-                  <Time iso={k.createdAt} />
-                </td>
-                <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-                  {k.lastUsedAt ? <Time iso={k.lastUsedAt} /> : "Never"}
-                </td>
-                <td className="px-4 py-3 text-right">
-                  {k.revokedAt ? (
-                    <Badge tone="red">Revoked</Badge>
-                  ) : (
-                    <Button
-                      variant="danger-ghost"
-                      size="sm"
-                      aria-label={`Revoke ${k.name ?? k.prefix}`}
-                      onClick={() => setRevoking(k)}
-                    >
-                      Revoke
-                    </Button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </Card>
-      <Dialog
+      <DataTable testId="keys-table" columns={columns}>
+        {q.data.map((k) => (
+          <tr key={k.id} data-key-id={k.id} className={k.revokedAt ? "text-zinc-400 dark:text-zinc-500" : ""}>
+            <td className="px-4 py-3 font-medium">{k.name ?? <span className="text-zinc-400">Untitled</span>}</td>
+            <td className="px-4 py-3">
+              <Badge tone={k.kind === "api" ? "indigo" : "amber"}>{k.kind === "api" ? "API" : "Model"}</Badge>
+              {k.deploymentName ? (
+                <span className="ml-2 text-xs text-zinc-500 dark:text-zinc-400">only {k.deploymentName}</span>
+              ) : null}
+            </td>
+            <td className="px-4 py-3 font-mono text-xs">{k.prefix}…</td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              <Time iso={k.createdAt} />
+            </td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              {k.lastUsedAt ? <Time iso={k.lastUsedAt} /> : "Never"}
+            </td>
+            <td className="px-4 py-3 text-right">
+              {k.revokedAt ? (
+                <Badge tone="red">Revoked</Badge>
+              ) : (
+                <Button
+                  variant="danger-ghost"
+                  size="sm"
+                  aria-label={`Revoke ${k.name ?? k.prefix}`}
+                  onClick={() => setRevoking(k)}
+                >
+                  Revoke
+                </Button>
+              )}
+            </td>
+          </tr>
+        ))}
+      </DataTable>
+      <ConfirmDialog
         open={revoking !== null}
         onClose={() => setRevoking(null)}
         title="Revoke this key?"
@@ -100,17 +91,12 @@ export function KeysTable({ initial }: { initial: ApiKeyDto[] }) {
           </>
         }
         testId="revoke-dialog"
-      >
-        {revoke.isError ? <ErrorBanner message={revoke.error.message} /> : null}
-        <div className="mt-2 flex justify-end gap-2">
-          <Button variant="secondary" onClick={() => setRevoking(null)}>
-            Cancel
-          </Button>
-          <Button variant="danger" disabled={revoke.isPending} onClick={() => revoking && revoke.mutate(revoking.id)}>
-            {revoke.isPending ? "Revoking…" : "Revoke key"}
-          </Button>
-        </div>
-      </Dialog>
+        confirmLabel="Revoke key"
+        pendingLabel="Revoking…"
+        pending={revoke.isPending}
+        error={revoke.error}
+        onConfirm={() => revoking && revoke.mutate(revoking.id)}
+      />
     </>
   );
 }

@@ -4,13 +4,18 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import type { PipelineDto } from "@/lib/contracts/pipelines";
 import { uiFetch } from "../api-client";
-import { Card } from "../ui/card";
 import { EmptyState, ErrorBanner } from "../ui/states";
+import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 import { CreatePipelineButton } from "./create-pipeline-dialog";
 import { SampleCount } from "./sample-count";
 
-const th = "px-4 py-2.5 text-left text-xs font-medium uppercase tracking-wide text-zinc-500 dark:text-zinc-400";
+const columns: Column[] = [
+  { label: "Name" },
+  { label: "Samples", align: "right" },
+  { label: "Created" },
+  { label: "Updated" },
+];
 
 export function PipelinesTable({ initial }: { initial: PipelineDto[] }) {
   const q = useQuery({
@@ -30,41 +35,29 @@ export function PipelinesTable({ initial }: { initial: PipelineDto[] }) {
     );
   }
   return (
-    <Card className="overflow-hidden">
-      <table className="w-full text-sm" data-testid="pipelines-table">
-        <thead className="border-b border-zinc-200 bg-zinc-50 dark:border-zinc-800 dark:bg-zinc-900">
-          <tr>
-            <th className={th}>Name</th>
-            <th className={`${th} text-right`}>Samples</th>
-            <th className={th}>Created</th>
-            <th className={th}>Updated</th>
-          </tr>
-        </thead>
-        <tbody className="divide-y divide-zinc-100 dark:divide-zinc-800">
-          {q.data.map((p) => (
-            <tr key={p.id} className="group hover:bg-zinc-50 dark:hover:bg-zinc-800/40">
-              <td className="px-4 py-3">
-                <Link
-                  href={`/pipelines/${p.id}`}
-                  className="font-medium text-zinc-900 group-hover:text-indigo-600 focus-visible:underline dark:text-zinc-100 dark:group-hover:text-indigo-400"
-                >
-                  {p.name}
-                </Link>
-                <div className="font-mono text-xs text-zinc-500 dark:text-zinc-400">{p.id}</div>
-              </td>
-              <td className="px-4 py-3 text-right tabular-nums">
-                <SampleCount pipelineId={p.id} />
-              </td>
-              <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-                <Time iso={p.createdAt} />
-              </td>
-              <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-                <Time iso={p.updatedAt} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </Card>
+    <DataTable testId="pipelines-table" columns={columns}>
+      {q.data.map((p) => (
+        <tr key={p.id} className="group hover:bg-zinc-50 dark:hover:bg-zinc-800/40">
+          <td className="px-4 py-3">
+            <Link
+              href={`/pipelines/${p.id}`}
+              className="font-medium text-zinc-900 group-hover:text-indigo-600 focus-visible:underline dark:text-zinc-100 dark:group-hover:text-indigo-400"
+            >
+              {p.name}
+            </Link>
+            <div className="font-mono text-xs text-zinc-500 dark:text-zinc-400">{p.id}</div>
+          </td>
+          <td className="px-4 py-3 text-right tabular-nums">
+            <SampleCount pipelineId={p.id} />
+          </td>
+          <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+            <Time iso={p.createdAt} />
+          </td>
+          <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+            <Time iso={p.updatedAt} />
+          </td>
+        </tr>
+      ))}
+    </DataTable>
   );
 }

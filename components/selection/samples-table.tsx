@@ -2,9 +2,17 @@
 
 import type { SampleDto } from "@/lib/contracts/pipelines";
 import { cx } from "../ui/cx";
+import { TableHead, tableBody, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
-const th = "px-3 py-2.5 text-left text-xs font-medium uppercase tracking-wide text-zinc-500 dark:text-zinc-400";
+const columns: Column[] = [
+  { label: "Id" },
+  { label: "Created" },
+  { label: "userId" },
+  { label: "groupId" },
+  { label: "Metadata" },
+  { label: "Length", align: "right" },
+];
 
 type Props = {
   samples: SampleDto[];
@@ -25,17 +33,8 @@ export function SamplesTable({ samples, selectedId, onOpen, onMetadataClick }: P
         <col />
         <col className="w-20" />
       </colgroup>
-      <thead className="border-b border-zinc-200 bg-zinc-50 dark:border-zinc-800 dark:bg-zinc-900">
-        <tr>
-          <th className={th}>Id</th>
-          <th className={th}>Created</th>
-          <th className={th}>userId</th>
-          <th className={th}>groupId</th>
-          <th className={th}>Metadata</th>
-          <th className={`${th} text-right`}>Length</th>
-        </tr>
-      </thead>
-      <tbody className="divide-y divide-zinc-100 dark:divide-zinc-800">
+      <TableHead columns={columns} dense />
+      <tbody className={tableBody}>
         {samples.map((s) => {
           const selected = s.id === selectedId;
           return (
