@@ -1,12 +1,8 @@
 import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
-import { env } from "../env";
-import { fromZodError } from "../errors";
 import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
-import { readJsonBody } from "./body";
-import { errorResponse, jsonResponse, newRequestId } from "./respond";
-
-type RouteContext = { params: Promise<Record<string, string | string[] | undefined>> };
+import { errorResponse, newRequestId } from "./respond";
+import { handlerResponse, routeParams, validBody, type RouteContext } from "./route-parts";
 
 type Options<B extends z.ZodType | undefined> = {
   /** `api`: Bearer API key required (default). `none`: public (the handler checks what it needs). */
@@ -41,16 +37,8 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
         (options.auth ?? "api") === "api"
           ? await authenticateKey(handle.db, req.headers.get("authorization"), "api")
           : undefined;
-      let body: unknown = undefined;
-      if (options.body) {
-        const raw = await readJsonBody(req, env().MAX_BODY_BYTES);
-        const parsed = options.body.safeParse(raw);
-        if (!parsed.success) throw fromZodError(parsed.error);
-        body = parsed.data;
-      }
-      const params = Object.fromEntries(
-        Object.entries((await context.params) ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]),
-      );
+      const body = await validBody(req, options.body);
+      const params = await routeParams(context);
       const result = await handler({
         req,
         requestId,
@@ -59,11 +47,7 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
         body: body as never,
         principal: principal as never,
       });
-      if (result instanceof Response) {
-        result.headers.set("x-request-id", requestId);
-        return result;
-      }
-      return jsonResponse(result, { headers: { "x-request-id": requestId } });
+      return handlerResponse(result, requestId);
     } catch (err) {
       return errorResponse(err, requestId);
     }

@@ -9,8 +9,7 @@ import { authorizeDeployment, findDeploymentByPath } from "../services/deploymen
 import { withCors } from "./cors";
 import { queryAuthorization } from "./deployment-query";
 import { errorResponse, newRequestId } from "./respond";
-
-type RouteContext = { params: Promise<Record<string, string | string[] | undefined>> };
+import type { RouteContext } from "./route-parts";
 
 export type DeploymentContext = {
   req: Request;

@@ -1,12 +1,9 @@
 import type { z } from "zod";
 import { currentTeamContext, type TeamContext } from "../auth/session";
 import { getDb, type DbHandle } from "../db/client";
-import { env } from "../env";
-import { ApiError, forbidden, fromZodError } from "../errors";
-import { readJsonBody } from "./body";
-import { errorResponse, jsonResponse, newRequestId } from "./respond";
-
-type RouteContext = { params: Promise<Record<string, string | string[] | undefined>> };
+import { ApiError, forbidden } from "../errors";
+import { errorResponse, newRequestId } from "./respond";
+import { handlerResponse, routeParams, validBody, type RouteContext } from "./route-parts";
 
 type Options<B extends z.ZodType | undefined, A extends "session" | "none"> = {
   /** `session` (default): a signed-in user with a team. `none`: public (sign-up). */
@@ -46,21 +43,10 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
         session = (await currentTeamContext()) ?? undefined;
         if (!session) throw unsignedIn();
       }
-      let body: unknown = undefined;
-      if (options.body) {
-        const parsed = options.body.safeParse(await readJsonBody(req, env().MAX_BODY_BYTES));
-        if (!parsed.success) throw fromZodError(parsed.error);
-        body = parsed.data;
-      }
-      const params = Object.fromEntries(
-        Object.entries((await context.params) ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]),
-      );
+      const body = await validBody(req, options.body);
+      const params = await routeParams(context);
       const result = await handler({ req, requestId, handle, params, body: body as never, session: session as never });
-      if (result instanceof Response) {
-        result.headers.set("x-request-id", requestId);
-        return result;
-      }
-      return jsonResponse(result, { headers: { "x-request-id": requestId, "cache-control": "no-store" } });
+      return handlerResponse(result, requestId, { "cache-control": "no-store" });
     } catch (err) {
       // The browser went away (react-query cancels a superseded page): nothing to report.
       if (req.signal.aborted) return new Response(null, { status: 499 });

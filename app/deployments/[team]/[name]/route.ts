@@ -1,14 +1,12 @@
 // {PUBLIC_URL}/deployments/{team-slug}/{name}: completion (POST), streamed completion
 // (POST with stream: true, data-only SSE ended by [DONE]) and the update/end event stream (GET).
 import { DeploymentCompletionBody } from "@/lib/contracts/deployments";
-import { env } from "@/lib/env";
-import { fromZodError } from "@/lib/errors";
-import { readJsonBody } from "@/lib/http/body";
 import { preflightResponse } from "@/lib/http/cors";
 import { completionStreamFrames, updateStreamFrames } from "@/lib/http/deployment-frames";
 import { parseStreamQuery } from "@/lib/http/deployment-query";
 import { deploymentRoute } from "@/lib/http/deployment-route";
 import { jsonResponse } from "@/lib/http/respond";
+import { validBody } from "@/lib/http/route-parts";
 import { sseResponse } from "@/lib/http/sse";
 import {
   generateOnDeployment,
@@ -19,9 +17,7 @@ import {
 export const dynamic = "force-dynamic";
 
 export const POST = deploymentRoute(async ({ req, requestId, handle, deployment, signal, abort }) => {
-  const parsed = DeploymentCompletionBody.safeParse(await readJsonBody(req, env().MAX_BODY_BYTES));
-  if (!parsed.success) throw fromZodError(parsed.error);
-  const { stream, ...params } = parsed.data;
+  const { stream, ...params } = await validBody(req, DeploymentCompletionBody);
   if (stream) {
     const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
     return sseResponse(completionStreamFrames(events, requestId), { onCancel: abort });
