@@ -12,17 +12,24 @@ export const LIMITS = {
   pipelineNameChars: 200,
 } as const;
 
+/**
+ * Postgres text and jsonb cannot hold U+0000: refused here with a 400 naming the field, rather
+ * than failing in the database (where it would also fail every add batched with it).
+ */
+const noNul = <S extends z.ZodString>(schema: S) =>
+  schema.refine((s) => !s.includes("\u0000"), "must not contain the NUL character (\\u0000)");
+
 export const ChatMessageSchema = z.strictObject({
   role: z.enum(["system", "user", "assistant"]),
-  content: z.string(),
+  content: noNul(z.string()),
 });
 
-const Label = z.string().min(1, "must not be empty").max(LIMITS.labelChars);
+const Label = noNul(z.string().min(1, "must not be empty").max(LIMITS.labelChars));
 
 export const MetadataSchema = z
   .record(
-    z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars),
-    z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars),
+    noNul(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)),
+    noNul(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars)),
   )
   .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
     message: `at most ${LIMITS.metadataKeys} keys`,
@@ -32,7 +39,7 @@ export const MetadataSchema = z
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 
 export const CreatePipelineBody = z.strictObject({
-  name: z.string().trim().min(1, "must not be empty").max(LIMITS.pipelineNameChars),
+  name: noNul(z.string().trim().min(1, "must not be empty").max(LIMITS.pipelineNameChars)),
 });
 
 export const AddSampleBody = z.strictObject({

@@ -80,6 +80,10 @@ describe("adding samples", () => {
       [{ messages: msg("x"), userId: 7 }, "userId"],
       [{ messages: msg("x"), groupId: "" }, "groupId"],
       [{ messages: msg("x"), userid: "u" }, "userid"],
+      // U+0000 cannot be stored by Postgres: a 400, not a database error.
+      [{ messages: [{ role: "user", content: "a\u0000b" }] }, "messages[0].content"],
+      [{ messages: msg("x"), userId: "u\u0000" }, "userId"],
+      [{ messages: msg("x"), metadata: { lang: "e\u0000n" } }, "metadata.lang"],
     ];
     for (const [body, param] of cases) {
       const res = await api.post(`/v1/pipelines/${id}/add`, body);
