@@ -1,6 +1,8 @@
 import { notFound } from "@/lib/errors";
 import { errorResponse, newRequestId } from "@/lib/http/respond";
 
+export const dynamic = "force-dynamic";
+
 // Unknown /v1 paths answer with the API's error body rather than the HTML 404 page.
 function unknownRoute(req: Request): Response {
   return errorResponse(notFound(`No such endpoint: ${req.method} ${new URL(req.url).pathname}`), newRequestId());

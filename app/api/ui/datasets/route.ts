@@ -1,6 +1,8 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { listDatasets, toDatasetDto } from "@/lib/services/datasets";
 
+export const dynamic = "force-dynamic";
+
 // Polled by the Datasets page while a dataset is PROCESSING.
 export const GET = sessionRoute({}, async ({ handle, session }) =>
   (await listDatasets(handle.db, session.team.id)).map((d) => toDatasetDto(d, session.team.slug)),

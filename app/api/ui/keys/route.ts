@@ -5,6 +5,8 @@ import { createApiKey, listApiKeys } from "@/lib/services/api-keys";
 import { listDeployments } from "@/lib/services/deployments";
 import { toApiKeyDto } from "@/lib/ui/api-key-dto";
 
+export const dynamic = "force-dynamic";
+
 export const GET = sessionRoute({}, async ({ handle, session }) =>
   (await listApiKeys(handle.db, session.team.id)).map(toApiKeyDto),
 );

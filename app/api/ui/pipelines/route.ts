@@ -2,6 +2,8 @@ import { CreatePipelineBody } from "@/lib/contracts/pipelines";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createPipeline, listPipelines, toPipelineDto } from "@/lib/services/pipelines";
 
+export const dynamic = "force-dynamic";
+
 export const GET = sessionRoute({}, async ({ handle, session }) =>
   (await listPipelines(handle.db, session.team.id)).map(toPipelineDto),
 );

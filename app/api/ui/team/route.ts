@@ -5,6 +5,8 @@ import { env } from "@/lib/env";
 import { notFound } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
 
+export const dynamic = "force-dynamic";
+
 const Body = z.strictObject({ teamId: z.string().min(1) });
 
 // Switches the current team: only to a team the user is a member of.

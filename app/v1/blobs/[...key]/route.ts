@@ -3,6 +3,8 @@ import { forbidden, notFound } from "@/lib/errors";
 import { apiRoute } from "@/lib/http/api-route";
 import { verifySignedUrl } from "@/lib/signing";
 
+export const dynamic = "force-dynamic";
+
 // Files of the local blob driver, behind a signed URL (the signature is the only credential).
 // With the S3 driver, download URLs point at S3 and this route has nothing to serve.
 export const GET = apiRoute({ auth: "none" }, async ({ req, params }) => {

@@ -2,6 +2,8 @@ import { blobStore } from "@/lib/blob";
 import { apiRoute } from "@/lib/http/api-route";
 import { deleteDataset, getDataset, toDatasetDto } from "@/lib/services/datasets";
 
+export const dynamic = "force-dynamic";
+
 export const GET = apiRoute({}, async ({ handle, principal, params }) =>
   toDatasetDto(await getDataset(handle.db, { teamId: principal.team.id, id: params.id! }), principal.team.slug),
 );

@@ -3,6 +3,8 @@ import { env } from "@/lib/env";
 import { apiRoute } from "@/lib/http/api-route";
 import { datasetDownload } from "@/lib/services/datasets";
 
+export const dynamic = "force-dynamic";
+
 // A signed, expiring URL of the JSONL file (the app's own for the local driver, S3's otherwise).
 export const GET = apiRoute({}, async ({ handle, principal, params }) => {
   const { url, expiresAt } = await datasetDownload(handle.db, blobStore(), {

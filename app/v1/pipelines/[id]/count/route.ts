@@ -3,6 +3,8 @@ import { apiRoute } from "@/lib/http/api-route";
 import { getPipeline } from "@/lib/services/pipelines";
 import { countSelection } from "@/lib/services/samples";
 
+export const dynamic = "force-dynamic";
+
 export const POST = apiRoute({ body: CountBody }, async ({ handle, principal, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
   return { count: await countSelection(handle.db, { pipelineId: pipeline.id, selection: body }) };

@@ -4,6 +4,8 @@ import { jsonArrayStream } from "@/lib/http/json-stream";
 import { getPipeline } from "@/lib/services/pipelines";
 import { streamSelection } from "@/lib/services/samples";
 
+export const dynamic = "force-dynamic";
+
 // The array is streamed from a database cursor: memory stays flat however many samples match.
 export const POST = apiRoute({ body: SelectionBody }, async ({ handle, principal, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });

@@ -3,6 +3,8 @@ import { apiRoute } from "@/lib/http/api-route";
 import { getSampleMessages } from "@/lib/services/samples";
 import { verifySignedUrl } from "@/lib/signing";
 
+export const dynamic = "force-dynamic";
+
 // A sample's signed URL: the signature is the only credential. Tampered or expired: 403, no content.
 export const GET = apiRoute({ auth: "none" }, async ({ req, handle, params }) => {
   const check = verifySignedUrl(new URL(req.url));

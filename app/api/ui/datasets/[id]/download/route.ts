@@ -3,6 +3,8 @@ import { env } from "@/lib/env";
 import { sessionRoute } from "@/lib/http/session-route";
 import { datasetDownload } from "@/lib/services/datasets";
 
+export const dynamic = "force-dynamic";
+
 // A fresh signed URL per click (the list never carries one that could expire on screen).
 export const GET = sessionRoute({}, async ({ handle, session, params }) => {
   const { url, expiresAt } = await datasetDownload(handle.db, blobStore(), {

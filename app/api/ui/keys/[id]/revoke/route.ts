@@ -1,6 +1,8 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { revokeApiKey } from "@/lib/services/api-keys";
 
+export const dynamic = "force-dynamic";
+
 // Idempotent; a key of another team is "not found".
 export const POST = sessionRoute({}, async ({ handle, session, params }) => {
   const key = await revokeApiKey(handle.db, { id: params.id!, teamId: session.team.id });

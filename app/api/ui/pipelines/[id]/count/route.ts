@@ -3,6 +3,8 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { getPipeline } from "@/lib/services/pipelines";
 import { countSelection } from "@/lib/services/samples";
 
+export const dynamic = "force-dynamic";
+
 // The live count of the selection page, and the sample count of each row of the pipelines list.
 export const POST = sessionRoute({ body: SelectionBody }, async ({ handle, session, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: session.team.id, id: params.id! });

@@ -2,6 +2,8 @@ import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createDataset, toDatasetDto } from "@/lib/services/datasets";
 
+export const dynamic = "force-dynamic";
+
 // The dialog of the selection page: the API's own body (name + filters); a worker packages it.
 export const POST = sessionRoute({ body: CreateDatasetBody }, async ({ handle, session, params, body }) => {
   const dataset = await createDataset(handle.db, {

@@ -3,6 +3,8 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { getPipeline } from "@/lib/services/pipelines";
 import { streamSelection } from "@/lib/services/samples";
 
+export const dynamic = "force-dynamic";
+
 // One page of the selection table (the hosted API's filters, with a bounded page size).
 export const POST = sessionRoute({ body: UiSamplesPageBody }, async ({ handle, session, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: session.team.id, id: params.id! });
