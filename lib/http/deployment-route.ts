@@ -2,6 +2,7 @@
 // apiRoute for model keys: request id, model-key auth (header, or `?authorization=` on GET for
 // the browser's EventSource, which cannot send headers), the deployment the key may call, CORS
 // on every answer, error mapping, and an abort signal that fires when the client goes away.
+import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
 import { authenticateKey } from "../services/api-keys";
@@ -9,7 +10,7 @@ import { authorizeDeployment, findDeploymentByPath } from "../services/deploymen
 import { withCors } from "./cors";
 import { queryAuthorization } from "./deployment-query";
 import { errorResponse, newRequestId } from "./respond";
-import type { RouteContext } from "./route-parts";
+import { validBody, type RouteContext } from "./route-parts";
 
 export type DeploymentContext = {
   req: Request;
@@ -23,7 +24,10 @@ export type DeploymentContext = {
   abort: () => void;
 };
 
-export function deploymentRoute(handler: (ctx: DeploymentContext) => Promise<Response>) {
+export function deploymentRoute<B extends z.ZodType | undefined = undefined>(
+  options: { /** Zod schema of the JSON body (POST); GET has none. */ body?: B },
+  handler: (ctx: DeploymentContext & { body: B extends z.ZodType ? z.infer<B> : undefined }) => Promise<Response>,
+) {
   return async (req: Request, context: RouteContext): Promise<Response> => {
     const requestId = newRequestId();
     const controller = new AbortController();
@@ -37,13 +41,17 @@ export function deploymentRoute(handler: (ctx: DeploymentContext) => Promise<Res
       const authorization = req.headers.get("authorization") ?? (req.method === "GET" ? queryAuthorization(url) : null);
       const params = await context.params;
       const path = { teamSlug: String(params.team ?? ""), name: String(params.name ?? "") };
-      // Both lookups at once: they are on the path to the first token of every request.
+      // The body is read and both lookups run at once: all three are on the path to the first
+      // token. A bad key or deployment still answers before a bad body does.
+      const body = validBody(req, options.body);
+      body.catch(() => {}); // its error is thrown below, once the key has been accepted
       const [principal, found] = await Promise.all([
         authenticateKey(handle.db, authorization, "model"),
         findDeploymentByPath(handle.db, path),
       ]);
       const deployment = authorizeDeployment(principal, path, found);
       res = await handler({
+        body: (await body) as never,
         req,
         url,
         requestId,

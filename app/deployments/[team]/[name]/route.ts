@@ -6,7 +6,6 @@ import { completionStreamFrames, updateStreamFrames } from "@/lib/http/deploymen
 import { parseStreamQuery } from "@/lib/http/deployment-query";
 import { deploymentRoute } from "@/lib/http/deployment-route";
 import { jsonResponse } from "@/lib/http/respond";
-import { validBody } from "@/lib/http/route-parts";
 import { sseResponse } from "@/lib/http/sse";
 import {
   generateOnDeployment,
@@ -16,17 +15,20 @@ import {
 
 export const dynamic = "force-dynamic";
 
-export const POST = deploymentRoute(async ({ req, requestId, handle, deployment, signal, abort }) => {
-  const { stream, ...params } = await validBody(req, DeploymentCompletionBody);
-  if (stream) {
-    const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
-    return sseResponse(completionStreamFrames(events, requestId), { onCancel: abort });
-  }
-  const result = await generateOnDeployment(handle.db, deployment, params, signal);
-  return jsonResponse(toCompletionResult(result, params.logprobs !== undefined));
-});
+export const POST = deploymentRoute(
+  { body: DeploymentCompletionBody },
+  async ({ body, requestId, handle, deployment, signal, abort }) => {
+    const { stream, ...params } = body;
+    if (stream) {
+      const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
+      return sseResponse(completionStreamFrames(events, requestId), { onCancel: abort });
+    }
+    const result = await generateOnDeployment(handle.db, deployment, params, signal);
+    return jsonResponse(toCompletionResult(result, params.logprobs !== undefined));
+  },
+);
 
-export const GET = deploymentRoute(async ({ url, requestId, handle, deployment, signal, abort }) => {
+export const GET = deploymentRoute({}, async ({ url, requestId, handle, deployment, signal, abort }) => {
   const params = parseStreamQuery(url.searchParams);
   const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
   return sseResponse(updateStreamFrames(events, requestId), { onCancel: abort });
