@@ -10,6 +10,7 @@ import { migrateDatabase } from "@/lib/db/migrate";
 import { readEmbeddedInfo } from "@/lib/db/url";
 import { EnvError, parseEnv } from "@/lib/env";
 import { seedDemo, type DemoCredentials } from "@/lib/services/demo";
+import { appProcessArgs } from "./lib/app-process";
 import { ensureBuild, repoRoot } from "./lib/build";
 import { embeddedDataDir } from "./lib/database";
 import { generateTinyModel } from "./tiny-model/generate";
@@ -51,7 +52,7 @@ async function main(): Promise<void> {
     NEXT_TELEMETRY_DISABLED: "1",
     NEXTAUTH_URL: e.PUBLIC_URL,
   };
-  run("app", [path.join(repoRoot, "node_modules/next/dist/bin/next"), "start", "-p", String(e.PORT)], childEnv);
+  run("app", appProcessArgs(e.PORT), childEnv);
   const worker = run("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], childEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);

@@ -4,9 +4,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import { createServer } from "node:net";
-import path from "node:path";
 import postgres from "postgres";
 import { migrateDatabase } from "@/lib/db/migrate";
+import { appProcessArgs } from "../lib/app-process";
 import { ensureBuild, repoRoot } from "../lib/build";
 
 export const benchDatabaseUrl = () =>
@@ -49,10 +49,7 @@ export async function startProductionApp(
     [
       // e.g. BENCH_APP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the app under load
       ...(process.env.BENCH_APP_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
-      path.join(repoRoot, "node_modules/next/dist/bin/next"),
-      "start",
-      "-p",
-      String(port),
+      ...appProcessArgs(port),
     ],
     {
       cwd: repoRoot,

@@ -7,6 +7,7 @@ import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { startEmbeddedDb } from "../../lib/db/embedded";
 import { migrateDatabase } from "../../lib/db/migrate";
+import { appProcessArgs } from "../../scripts/lib/app-process";
 import { cachedTinyModel } from "../../scripts/tiny-model/generate";
 
 /**
@@ -63,21 +64,17 @@ export async function startApp(
 ): Promise<{ url: string; child: ChildProcess; logs: string[] }> {
   const port = await freePort();
   const logs: string[] = [];
-  const child = spawn(
-    process.execPath,
-    [path.join(root, "node_modules/next/dist/bin/next"), "start", "-p", String(port)],
-    {
-      cwd: root,
-      env: {
-        ...process.env,
-        ...env,
-        PORT: String(port),
-        PUBLIC_URL: `http://127.0.0.1:${port}`,
-        NEXT_TELEMETRY_DISABLED: "1",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+  const child = spawn(process.execPath, appProcessArgs(port), {
+    cwd: root,
+    env: {
+      ...process.env,
+      ...env,
+      PORT: String(port),
+      PUBLIC_URL: `http://127.0.0.1:${port}`,
+      NEXT_TELEMETRY_DISABLED: "1",
     },
-  );
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   child.stdout!.on("data", (d: Buffer) => logs.push(d.toString()));
   child.stderr!.on("data", (d: Buffer) => logs.push(d.toString()));
   const url = `http://127.0.0.1:${port}`;
