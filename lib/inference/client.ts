@@ -1,4 +1,8 @@
-// Typed fetch client for the worker's internal inference API (see server.ts for the protocol).
+// Client for the worker's internal inference API (see workers/inference/server.ts for the
+// protocol), over node:http with a keep-alive agent. Not fetch: every streamed token crosses
+// this client, and undici's body (a web stream fed from a wasm parser, one promise per read)
+// cost the app about twice the CPU per relayed token of a Node stream read in chunks.
+import http, { type IncomingMessage } from "node:http";
 import type {
   GenerationErrorBody,
   GenerationRequestInput,
@@ -21,23 +25,24 @@ export class InferenceError extends Error {
 export interface InferenceClientOptions {
   url: string;
   secret: string;
-  fetch?: typeof fetch;
 }
 
 export interface CallOptions {
   signal?: AbortSignal;
 }
 
-export class InferenceClient {
-  private readonly fetch: typeof fetch;
+/**
+ * One pool of connections per process: the app talks to a handful of workers over and over.
+ * Node's agent closes an idle socket a second before the worker's announced keep-alive timeout.
+ */
+const agent = new http.Agent({ keepAlive: true, scheduling: "lifo" });
 
-  constructor(private readonly opts: InferenceClientOptions) {
-    this.fetch = opts.fetch ?? fetch;
-  }
+export class InferenceClient {
+  constructor(private readonly opts: InferenceClientOptions) {}
 
   async generate(request: GenerationRequestInput, opts: CallOptions = {}): Promise<GenerationResult> {
-    const res = await this.post("/generate", request, opts.signal);
-    return (await res.json()) as GenerationResult;
+    const res = await this.request("POST", "/generate", request, opts.signal);
+    return JSON.parse(await readText(res)) as GenerationResult;
   }
 
   /** Events as they arrive; an "error" event mid-stream is thrown as an InferenceError. */
@@ -51,46 +56,66 @@ export class InferenceClient {
    * otherwise. Iterating the result reads the events as they arrive.
    */
   async open(request: GenerationRequestInput, opts: CallOptions = {}): Promise<AsyncIterable<GenerationStreamEvent>> {
-    const res = await this.post("/generate-stream", request, opts.signal);
-    return readEvents(res);
+    const res = await this.request("POST", "/generate-stream", request, opts.signal);
+    return readEvents(res, opts.signal);
   }
 
   async health(): Promise<{ status: string; models: string[]; load?: Record<string, number | string>[] }> {
-    const res = await this.fetch(`${this.opts.url}/health`, {
-      headers: { authorization: `Bearer ${this.opts.secret}` },
-    });
-    if (!res.ok) throw await toError(res);
-    return (await res.json()) as { status: string; models: string[]; load?: Record<string, number | string>[] };
+    const res = await this.request("GET", "/health");
+    return JSON.parse(await readText(res)) as {
+      status: string;
+      models: string[];
+      load?: Record<string, number | string>[];
+    };
   }
 
-  private async post(path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
-    const res = await this.fetch(`${this.opts.url}${path}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${this.opts.secret}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-      signal,
-    });
-    if (!res.ok) throw await toError(res);
-    return res;
+  /**
+   * Resolves with a 2xx response (its body not read yet); rejects with an InferenceError for any
+   * other status, or with the connection's own error when the worker cannot be reached (the
+   * router fails over on those). An aborted `signal` destroys the request, which the worker sees
+   * as a disconnect and cancels the generation.
+   */
+  private request(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<IncomingMessage> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.opts.secret}` };
+    if (payload !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = String(Buffer.byteLength(payload));
+    }
+    const attempt = (retried: boolean): Promise<IncomingMessage> =>
+      new Promise((resolve, reject) => {
+        const req = http.request(`${this.opts.url}${path}`, { method, headers, agent, signal });
+        req.once("response", (res) => {
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) resolve(res);
+          else toError(res).then(reject, reject);
+        });
+        req.once("error", (err: NodeJS.ErrnoException) => {
+          // A kept-alive connection the worker closed just as we reused it: the request never
+          // reached the worker, so it is safe to send once more on a new connection.
+          if (!retried && req.reusedSocket && err.code === "ECONNRESET") attempt(true).then(resolve, reject);
+          else reject(err);
+        });
+        req.end(payload);
+      });
+    return attempt(false);
   }
 }
 
-async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> {
-  // Bytes straight from the body's reader, decoded here: a TextDecoderStream would add a second
-  // web stream (and its promise hops) to every token on the way through the app.
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
+async function readText(res: IncomingMessage): Promise<string> {
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) text += chunk as string;
+  return text;
+}
+
+async function* readEvents(res: IncomingMessage, signal?: AbortSignal): AsyncIterable<GenerationStreamEvent> {
+  res.setEncoding("utf8"); // decodes across chunk boundaries: a character may be split between two
   let buffer = "";
   let finished = false;
   try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) {
-        // A worker that went away mid-generation must not look like a complete result.
-        if (!finished) throw new InferenceError(502, "internal", "the worker closed the stream before it finished");
-        break;
-      }
-      buffer += decoder.decode(value, { stream: true });
+    for await (const chunk of res) {
+      buffer += chunk as string;
       let start = 0;
       let nl: number;
       while ((nl = buffer.indexOf("\n", start)) >= 0) {
@@ -105,17 +130,31 @@ async function* readEvents(res: Response): AsyncIterable<GenerationStreamEvent> 
       }
       buffer = buffer.slice(start);
     }
+  } catch (e) {
+    // The caller went away: say so as an AbortError (not a worker failure worth reporting).
+    if (signal?.aborted)
+      throw signal.reason instanceof Error ? signal.reason : new DOMException("aborted", "AbortError");
+    if (e instanceof InferenceError || finished) throw e;
+    throw new InferenceError(502, "internal", "the worker closed the stream before it finished");
   } finally {
-    await reader.cancel().catch(() => {}); // closing early disconnects, which cancels the generation
+    // Closing early disconnects, which cancels the generation on the worker.
+    if (!res.complete) res.destroy();
   }
+  // A worker that went away mid-generation must not look like a complete result.
+  if (!finished) throw new InferenceError(502, "internal", "the worker closed the stream before it finished");
 }
 
-async function toError(res: Response): Promise<InferenceError> {
-  const body = (await res.json().catch(() => null)) as GenerationErrorBody | null;
+async function toError(res: IncomingMessage): Promise<InferenceError> {
+  let body: GenerationErrorBody | null = null;
+  try {
+    body = JSON.parse(await readText(res)) as GenerationErrorBody;
+  } catch {
+    // not the worker's JSON error body: the status alone says what happened
+  }
   return new InferenceError(
-    res.status,
+    res.statusCode ?? 0,
     body?.error?.type ?? "internal",
-    body?.error?.message ?? `HTTP ${res.status}`,
+    body?.error?.message ?? `HTTP ${res.statusCode}`,
     body?.error?.param,
   );
 }
