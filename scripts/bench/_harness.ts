@@ -86,24 +86,38 @@ export async function startProductionApp(
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-/** One HTTP request on a keep-alive agent; resolves with the status and body text. */
-export function request(
+/**
+ * One HTTP request on a keep-alive agent; resolves with the response as soon as its head has
+ * arrived (a stream to read). The benches' client is Node's own HTTP client, the leanest one
+ * here: it shares the machine's two cores with the servers it measures.
+ */
+export function openRequest(
   url: string,
   options: { method?: string; headers?: Record<string, string>; body?: string } = {},
-): Promise<{ status: number; body: string }> {
+): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {
     // A body goes with its Content-Length in one write, as curl, fetch and the SDKs send JSON
     // (without it Node's client would fall back to chunked encoding and an extra packet).
     const headers = options.body
       ? { ...options.headers, "content-length": String(Buffer.byteLength(options.body)) }
       : options.headers;
-    const req = http.request(url, { method: options.method ?? "GET", headers, agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
-    });
+    const req = http.request(url, { method: options.method ?? "GET", headers, agent }, resolve);
     req.on("error", reject);
     req.end(options.body);
+  });
+}
+
+/** One HTTP request on a keep-alive agent; resolves with the status and body text. */
+export async function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; body: string }> {
+  const res = await openRequest(url, options);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on("data", (c: Buffer) => chunks.push(c));
+    res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+    res.on("error", reject);
   });
 }
 

@@ -23,7 +23,7 @@ import { createTeam } from "@/lib/services/teams";
 import { Engine } from "../../workers/engine/engine";
 import { repoRoot } from "../lib/build";
 import { cachedTinyModel } from "../tiny-model/generate";
-import { cpuSeconds, freshDatabase, percentile, startProductionApp } from "./_harness";
+import { cpuSeconds, freshDatabase, openRequest, percentile, request, startProductionApp } from "./_harness";
 
 const PROMPT = "Once upon a time there was a small village near a river. The people of the village were";
 const LONG_PROMPT =
@@ -91,22 +91,20 @@ export default async function bench(args: string[]) {
     };
     const httpTtft = async () => {
       const start = now();
-      const res = await fetch(url, {
+      const res = await openRequest(url, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ ...ttftReq, stream: true }),
       });
-      if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
+      res.setEncoding("utf8");
       let text = "";
-      while (!/"completion":"[^"]/.test(text)) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error("stream ended before the first token");
-        text += value;
+      for await (const chunk of res) {
+        text += chunk as string;
+        if (/"completion":"[^"]/.test(text)) break; // leaving the loop closes the response
       }
-      const elapsed = now() - start;
-      await reader.cancel();
-      return elapsed;
+      if (!/"completion":"[^"]/.test(text)) throw new Error("stream ended before the first token");
+      return now() - start;
     };
     // CPU time of the app and of the worker process per streamed token (where the HTTP path's
     // cost goes: the worker's serving code and the app's relaying both take cores from ONNX Runtime).
@@ -185,15 +183,15 @@ export default async function bench(args: string[]) {
 
 /** Reads a whole POST stream:true response; returns the completion tokens of its usage event. */
 async function httpStreamTokens(url: string, key: string, body: Record<string, unknown>): Promise<number> {
-  const res = await fetch(url, {
+  const res = await request(url, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: JSON.stringify({ ...body, stream: true }),
   });
-  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-  const text = await res.text();
-  const usage = /"completion_tokens":(\d+)/.exec(text);
-  if (!usage || !text.trimEnd().endsWith("data: [DONE]")) throw new Error(`incomplete stream: ${text.slice(-200)}`);
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${res.body}`);
+  const usage = /"completion_tokens":(\d+)/.exec(res.body);
+  if (!usage || !res.body.trimEnd().endsWith("data: [DONE]"))
+    throw new Error(`incomplete stream: ${res.body.slice(-200)}`);
   return Number(usage[1]);
 }
 
