@@ -63,7 +63,13 @@ describe("sampler distributions", () => {
     const total = d2.reduce((a, b) => a + b, 0);
     let cum = 0;
     let keep = p.length;
-    for (let i = 0; i < d2.length; i++) if ((cum += d2[i] / total) > 0.5 && i >= 1) ((keep = i), (i = d2.length));
+    for (let i = 0; i < d2.length; i++) {
+      cum += d2[i] / total;
+      if (cum > 0.5 && i >= 1) {
+        keep = i;
+        break;
+      }
+    }
     expect(keep).toBeGreaterThanOrEqual(2);
     expect(keep).toBeLessThan(p.length);
     const kept = p.slice(0, keep);

@@ -53,7 +53,12 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
   const l = processLogits(raw, p, ctx);
   let max = -Infinity;
   let argmax = -1;
-  for (let i = 0; i < l.length; i++) if (l[i] > max) ((max = l[i]), (argmax = i));
+  for (let i = 0; i < l.length; i++) {
+    if (l[i] > max) {
+      max = l[i];
+      argmax = i;
+    }
+  }
   if (argmax < 0) return { id: ctx.fallbackToken, logprob: 0, top: null };
 
   let sumExp = 0;

@@ -134,7 +134,10 @@ export class Scheduler {
     job.cancelled = true;
     const queued = this.queue.indexOf(job);
     if (queued >= 0) this.queue.splice(queued, 1);
-    if (this.prefilling === job) ((this.prefilling = null), (job.prefillKv = null));
+    if (this.prefilling === job) {
+      this.prefilling = null;
+      job.prefillKv = null;
+    }
     for (const s of job.sequences) s.finish("cancelled", null);
     job.done = true;
     job.channel.end(abortError());

@@ -20,7 +20,10 @@ export class StopMatcher {
     let matched: string | null = null;
     for (const s of this.stops) {
       const at = this.held.indexOf(s);
-      if (at >= 0 && (first < 0 || at < first)) ((first = at), (matched = s));
+      if (at >= 0 && (first < 0 || at < first)) {
+        first = at;
+        matched = s;
+      }
     }
     if (matched !== null) {
       const emit = this.held.slice(0, first);
