@@ -43,4 +43,21 @@ test("the playground streams a completion with its logprobs", async ({ page }) =
   await expect(page.getByTestId("completion-meta")).toContainText(/finish:/, { timeout: 30_000 });
   await expect(page.getByTestId("completion-text")).toHaveText(first!);
   await expect(page.getByTestId("logprobs-table")).toHaveCount(0);
+
+  // Logit bias is JSON: a typo is shown under the field and nothing is sent.
+  await page.getByLabel("Logit bias").fill("{the: -100}");
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByText(/Not valid JSON/)).toBeVisible();
+  await expect(page.getByTestId("completion-text")).toHaveText(first!);
+  await page.getByLabel("Logit bias").fill("");
+
+  // A word of that completion, made a bad word, is not generated again with the same seed.
+  const word = first!.match(/[a-z]{2,}/)![0];
+  await page.getByLabel("Bad words").fill(word);
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByTestId("completion-text")).not.toHaveText(first!);
+  // Read the text once the stream has ended (the button is back from "Generating…").
+  await expect(page.getByRole("button", { name: "Generate", exact: true })).toBeEnabled({ timeout: 30_000 });
+  await expect(page.getByTestId("completion-meta")).toContainText(/finish:/);
+  expect(await page.getByTestId("completion-text").textContent()).not.toContain(word);
 });

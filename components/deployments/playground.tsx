@@ -19,7 +19,30 @@ type Frame =
 
 const num = (v: FormDataEntryValue | null) => (v === null || String(v).trim() === "" ? undefined : Number(v));
 
-/** Prompt, every sampling parameter, and the completion streaming in token by token. */
+/** A comma-separated list (`\n` for a newline); undefined when empty. */
+function list(v: FormDataEntryValue | null): string[] | undefined {
+  const items = String(v ?? "")
+    .split(",")
+    .map((s) => s.replace(/\\n/g, "\n"))
+    .filter((s) => s.length > 0);
+  return items.length > 0 ? items : undefined;
+}
+
+/** The logit bias field: a JSON object, or undefined when empty; the schema checks its shape. */
+function jsonField(v: FormDataEntryValue | null): { value?: unknown; error?: string } {
+  const text = String(v ?? "").trim();
+  if (text === "") return {};
+  try {
+    return { value: JSON.parse(text) };
+  } catch {
+    return { error: 'Not valid JSON: write it as {"token": bias}, e.g. {" the": -100, "464": 5}.' };
+  }
+}
+
+/**
+ * Prompt, every sampling parameter of the deployment endpoint (but `n` and `echo`: one completion
+ * is shown), and the completion streaming in token by token.
+ */
 export function Playground({
   deployments,
   initial,
@@ -36,15 +59,14 @@ export function Playground({
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [temperature, setTemperature] = useState(0.7);
   const [topP, setTopP] = useState(1);
+  const [tfs, setTfs] = useState(1);
   const [withLogprobs, setWithLogprobs] = useState(true);
   const abort = useRef<AbortController | null>(null);
 
   async function run(form: HTMLFormElement) {
     const d = new FormData(form);
-    const stop = String(d.get("stop") ?? "")
-      .split(",")
-      .map((s) => s.replace(/\\n/g, "\n"))
-      .filter((s) => s.length > 0);
+    const bias = jsonField(d.get("logit_bias"));
+    if (bias.error) return setErrors({ logit_bias: bias.error });
     const params: PlaygroundParams = {
       prompt: String(d.get("prompt") ?? ""),
       max_tokens: num(d.get("max_tokens")),
@@ -54,7 +76,10 @@ export function Playground({
       repetition_penalty: num(d.get("repetition_penalty")),
       seed: num(d.get("seed")),
       logprobs: withLogprobs ? num(d.get("logprobs")) : undefined,
-      stop: stop.length > 0 ? stop : undefined,
+      tfs: tfs < 1 ? tfs : undefined,
+      stop: list(d.get("stop")),
+      bad_words: list(d.get("bad_words")),
+      logit_bias: bias.value as PlaygroundParams["logit_bias"],
     };
     const parsed = PlaygroundBody.safeParse(params);
     if (!parsed.success) return setErrors(fieldErrors(parsed.error));
@@ -129,6 +154,7 @@ export function Playground({
           hint="0 = greedy"
         />
         <Slider id="pg-top-p" label="Top p" value={topP} onChange={setTopP} />
+        <Slider id="pg-tfs" label="Tail-free sampling" value={tfs} onChange={setTfs} hint="1 = off" />
         <div className="grid grid-cols-2 gap-3">
           <Field id="pg-top-k" label="Top k" error={errors.top_k}>
             <Input id="pg-top-k" name="top_k" type="number" min={1} placeholder="off" />
@@ -146,6 +172,17 @@ export function Playground({
         </div>
         <Field id="pg-stop" label="Stop sequences" error={errors.stop} hint="Comma-separated; \n for a newline.">
           <Input id="pg-stop" name="stop" placeholder="\n, The end" />
+        </Field>
+        <Field id="pg-bad-words" label="Bad words" error={errors.bad_words} hint="Comma-separated; never generated.">
+          <Input id="pg-bad-words" name="bad_words" placeholder="darn, heck" />
+        </Field>
+        <Field
+          id="pg-logit-bias"
+          label="Logit bias"
+          error={errors.logit_bias}
+          hint="JSON: a token (or token id) → −100…100; −100 bans it."
+        >
+          <Input id="pg-logit-bias" name="logit_bias" placeholder='{" the": -100, "464": 5}' className="font-mono" />
         </Field>
         <div className="flex items-end gap-3">
           <label className="flex items-center gap-2 pb-2 text-sm font-medium">

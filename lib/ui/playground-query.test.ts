@@ -12,7 +12,10 @@ describe("playground query", () => {
       repetition_penalty: 1.2,
       seed: 7,
       logprobs: 3,
+      tfs: 0.95,
       stop: ["\n", "The end"],
+      bad_words: ["darn", " heck"],
+      logit_bias: { " the": -100, "464": 5 },
     };
     const parsed = parsePlaygroundSearch(new URLSearchParams(toPlaygroundSearch(params)));
     expect(parsed.success && parsed.data).toMatchObject(params);
@@ -24,6 +27,12 @@ describe("playground query", () => {
       ["prompt=hi&logprobs=9", "logprobs"],
       ["prompt=hi&max_tokens=", "max_tokens"],
       ["prompt=hi&n=2", "n"],
+      ["prompt=hi&echo=true", "echo"],
+      ["prompt=hi&tfs=1.5", "tfs"],
+      [`prompt=hi&bad_words=${encodeURIComponent('[""]')}`, "bad_words"],
+      ["prompt=hi&bad_words=darn", "bad_words"],
+      [`prompt=hi&logit_bias=${encodeURIComponent('{"a":500}')}`, "logit_bias"],
+      [`prompt=hi&logit_bias=${encodeURIComponent('["a"]')}`, "logit_bias"],
       ["prompt=hi&stream=true", "stream"],
       ["prompt=hi&bogus=1", "bogus"],
       ["temperature=0.5", "prompt"],

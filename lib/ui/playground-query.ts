@@ -2,8 +2,9 @@ import { DeploymentCompletionBody } from "../contracts/deployments";
 
 /**
  * The playground's request travels as a GET query (it is read as an event stream): every
- * sampling parameter of the deployment endpoint, plus `logprobs`, which the public GET stream
- * leaves out. Numbers are numbers, `stop` a JSON array; validated by the endpoint's own schema.
+ * sampling parameter of the deployment endpoint but `n` and `echo` (the playground shows one
+ * completion), including those the public GET stream leaves out (`logprobs`, `tfs`, `bad_words`,
+ * `logit_bias`). Numbers are numbers, lists and maps JSON; validated by the endpoint's own schema.
  */
 export const PLAYGROUND_NUMBERS = [
   "max_tokens",
@@ -13,7 +14,11 @@ export const PLAYGROUND_NUMBERS = [
   "repetition_penalty",
   "seed",
   "logprobs",
+  "tfs",
 ] as const;
+
+/** Parameters whose value travels as JSON: `stop` and `bad_words` arrays, the `logit_bias` map. */
+export const PLAYGROUND_JSON = ["stop", "bad_words", "logit_bias"] as const;
 
 export type PlaygroundParams = {
   prompt: string;
@@ -24,13 +29,16 @@ export type PlaygroundParams = {
   repetition_penalty?: number;
   seed?: number;
   logprobs?: number;
+  tfs?: number;
   stop?: string[];
+  bad_words?: string[];
+  logit_bias?: Record<string, number>;
 };
 
 export function toPlaygroundSearch(p: PlaygroundParams): string {
   const q = new URLSearchParams({ prompt: p.prompt });
   for (const k of PLAYGROUND_NUMBERS) if (p[k] !== undefined) q.set(k, String(p[k]));
-  if (p.stop && p.stop.length > 0) q.set("stop", JSON.stringify(p.stop));
+  for (const k of PLAYGROUND_JSON) if (p[k] !== undefined) q.set(k, JSON.stringify(p[k]));
   return q.toString();
 }
 
@@ -39,7 +47,7 @@ export function parsePlaygroundSearch(search: URLSearchParams) {
   const raw: Record<string, unknown> = {};
   for (const [k, v] of search) {
     if ((PLAYGROUND_NUMBERS as readonly string[]).includes(k)) raw[k] = v.trim() === "" ? NaN : Number(v);
-    else if (k === "stop") {
+    else if ((PLAYGROUND_JSON as readonly string[]).includes(k)) {
       try {
         raw[k] = JSON.parse(v);
       } catch {

@@ -3,7 +3,9 @@ import { ApiKeySchema } from "@/lib/contracts/api-keys";
 import { AddSampleBody, PipelineSchema, SampleSchema } from "@/lib/contracts/pipelines";
 import { createPipeline } from "@/lib/services/pipelines";
 import { addSample } from "@/lib/services/samples";
+import { toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { makeDeployment, parseSse } from "../helpers/deployments";
 
 /**
  * The dashboard's JSON endpoints (/api/ui/**): next-auth session instead of an API key,
@@ -224,5 +226,37 @@ describe("playground stream", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.type).toBe("not_found");
     expect((await client().get("/api/ui/deployments/nope/stream?prompt=hi")).status).toBe(401);
+  });
+
+  it("applies the parameters the public GET stream lacks: logit_bias, bad_words, tfs", async () => {
+    const { cookie, team } = await newUser();
+    const dep = await makeDeployment(team);
+    const stream = async (params: Partial<PlaygroundParams>) => {
+      const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 12, temperature: 0, logprobs: 1, ...params });
+      const res = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+      expect(res.status, res.text).toBe(200);
+      const frames = parseSse(res.text)
+        .map((e) => e.data)
+        .filter((d) => d !== "[DONE]")
+        .map((d) => JSON.parse(d) as { completion?: string; logprobs?: { token: string; token_id: number }[] });
+      const tokens = frames.flatMap((f) => f.logprobs ?? []);
+      return { text: frames.map((f) => f.completion ?? "").join(""), tokens };
+    };
+    const free = await stream({});
+    expect(free.tokens.length).toBeGreaterThan(0);
+    // Greedy: banning the first token by id changes the completion, and that token never comes.
+    const first = free.tokens[0]!.token_id;
+    const biased = await stream({ logit_bias: { [String(first)]: -100 } });
+    expect(biased.tokens.map((t) => t.token_id)).not.toContain(first);
+    // A word a sampled completion contains is never generated once it is a bad word.
+    const sampled = await stream({ temperature: 1, seed: 3, max_tokens: 30 });
+    const word = sampled.text.match(/[a-z]{3,}/)?.[0];
+    expect(word, sampled.text).toBeDefined();
+    const guarded = await stream({ temperature: 1, seed: 3, max_tokens: 30, bad_words: [word!] });
+    expect(guarded.text).not.toContain(word);
+    // Tail-free sampling at 0 keeps only the most likely token: a sampled run (temperature 1)
+    // then equals the greedy one.
+    const tail = await stream({ temperature: 1, tfs: 0, seed: 5 });
+    expect(tail.text).toBe(free.text);
   });
 });
