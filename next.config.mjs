@@ -5,12 +5,41 @@ const nextConfig = {
   // Database drivers and native/wasm packages stay as plain Node requires, not bundled.
   serverExternalPackages: [
     "postgres",
-    "@electric-sql/pglite",
-    "@electric-sql/pglite-socket",
     "@huggingface/transformers",
     "onnxruntime-node",
+    "pino",
+    "pino-pretty",
+    "prom-client",
   ],
   poweredByHeader: false,
+  // The high-volume ingest routes are Pages Router API routes (see lib/http/node-api-route.ts):
+  // their /v1 paths map onto pages/api/v1 before the App Router's routes are matched.
+  // No page of this app may be framed by another site (clickjacking of the key pages, the
+  // playground): both the CSP directive and the older header, on every response.
+  async headers() {
+    return [
+      {
+        source: "/:path*",
+        headers: [
+          { key: "Content-Security-Policy", value: "frame-ancestors 'none'" },
+          { key: "X-Frame-Options", value: "DENY" },
+          { key: "X-Content-Type-Options", value: "nosniff" },
+          { key: "Referrer-Policy", value: "same-origin" },
+        ],
+      },
+    ];
+  },
+  async rewrites() {
+    return {
+      beforeFiles: [
+        ...["add", "add-batch", "import"].map((route) => ({
+          source: `/v1/pipelines/:id/${route}`,
+          destination: `/api/v1/pipelines/:id/${route}`,
+        })),
+        { source: "/metrics", destination: "/api/metrics" },
+      ],
+    };
+  },
   // Type checking runs once for the whole repository (`npm run typecheck`, part of `npm test`),
   // not a second time inside every build.
   typescript: { ignoreBuildErrors: true },

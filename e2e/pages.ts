@@ -1,6 +1,10 @@
 import { expect, type APIRequestContext, type Page } from "@playwright/test";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
+import { eq } from "drizzle-orm";
+import { connect } from "../lib/db/client";
+import { memberships, users } from "../lib/db/schema";
+import { createDeployment } from "../lib/services/deployments";
 
 /** Page objects and helpers shared by the specs (one world per test: a fresh user and team). */
 
@@ -68,4 +72,19 @@ export function hostedApi(request: APIRequestContext, key: string) {
     get: (p: string) => request.get(p, { headers }),
     post: (p: string, data: unknown) => request.post(p, { headers, data }),
   };
+}
+
+/** A deployment of the tiny test model in the team of the user `email` (the dashboard has no form for it). */
+export async function createDeploymentFor(email: string, name: string): Promise<void> {
+  const handle = connect(process.env.E2E_DATABASE_URL!, { max: 1 });
+  try {
+    const [m] = await handle.db
+      .select({ teamId: memberships.teamId })
+      .from(memberships)
+      .innerJoin(users, eq(users.id, memberships.userId))
+      .where(eq(users.email, email.toLowerCase()));
+    await createDeployment(handle.db, { teamId: m!.teamId, name, model: process.env.E2E_TINY_MODEL! });
+  } finally {
+    await handle.close();
+  }
 }

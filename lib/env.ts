@@ -27,8 +27,13 @@ const EnvSchema = z.object({
   AUTH_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
   /** Port of the embedded database when the launcher starts it (0 = any free port). */
   EMBEDDED_DB_PORT: z.coerce.number().int().min(0).max(65535).default(0),
-  SIGNED_URL_TTL_SECONDS: positiveInt.default(3600),
+  /** At most 7 days: S3 presigned URLs cannot live longer. */
+  SIGNED_URL_TTL_SECONDS: positiveInt.max(604_800, "must be at most 604800 (7 days)").default(3600),
   MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
+  /** Body limit of POST /v1/pipelines/:id/add-batch (up to 1,000 add bodies). */
+  ADD_BATCH_MAX_BODY_BYTES: positiveInt.default(16 * 1024 * 1024),
+  /** Largest JSONL file POST /v1/pipelines/:id/import takes (streamed to the blob store). */
+  IMPORT_MAX_BYTES: positiveInt.default(1024 * 1024 * 1024),
   BLOB_DRIVER: z.enum(["local", "s3"]).default("local"),
   BLOB_DIR: z.string().min(1).optional(),
   S3_BUCKET: z.string().min(1).optional(),
@@ -43,18 +48,58 @@ const EnvSchema = z.object({
   WORKER_HOST: z.string().min(1).default("127.0.0.1"),
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
+  /** The model hub (or a mirror serving its API); read by the engine (workers/engine/model/hub). */
+  HF_ENDPOINT: optionalUrl,
+  HF_TOKEN: z.string().optional(),
+  HF_HUB_OFFLINE: z.enum(["", "0", "1", "true", "false", "yes", "no", "on", "off"]).optional(),
+  /** App → worker: connecting, the start of the answer, and any silence within it (see InferenceClient). */
+  WORKER_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
+  WORKER_RESPONSE_TIMEOUT_MS: positiveInt.default(15_000),
+  WORKER_IDLE_TIMEOUT_MS: positiveInt.min(300).default(30_000),
+  /** How often counted usage is written to the database (lib/services/usage.ts). */
+  USAGE_FLUSH_MS: positiveInt.default(2_000),
+  /** Logs: level, and `json` to keep JSON lines on a terminal (lib/observe/log.ts). */
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  LOG_FORMAT: z.enum(["pretty", "json"]).optional(),
+  /** `off`: no metrics are recorded (the ingest bench measures what they cost). */
+  METRICS: z.enum(["on", "off"]).default("on"),
+  /** GET /metrics: a bearer token to require; unset, it answers on loopback only. */
+  METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  /** Default rate limits and quotas (docs/api.md "Limits"); each team may override them. */
+  RATE_LIMIT_REQUESTS_PER_MINUTE: positiveInt.default(60_000),
+  RATE_LIMIT_TOKENS_PER_MINUTE: positiveInt.default(200_000),
+  RATE_LIMIT_CONCURRENT_STREAMS: positiveInt.default(32),
+  RATE_LIMIT_DATASET_JOBS: positiveInt.default(50),
+  /** Sign-in attempts per 15 minutes, per account and per client address. */
+  SIGNIN_ATTEMPTS_PER_ACCOUNT: positiveInt.default(10),
+  SIGNIN_ATTEMPTS_PER_ADDRESS: positiveInt.default(50),
+  /** How long `npm start`'s children may take to finish what is in flight when it stops. */
+  SHUTDOWN_GRACE_SECONDS: positiveInt.default(30),
+  /** Longest a database statement of the app may run (the packager's COPY has no limit). */
+  DB_STATEMENT_TIMEOUT_MS: positiveInt.default(30_000),
   /** Shared secret of the worker's internal API; derived from AUTH_SECRET when unset. */
   WORKER_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
   /** Dataset packaging: a claimed job's lease, renewed while it runs; taken over once expired. */
   DATASET_LEASE_SECONDS: positiveInt.default(30),
   /** How often an idle worker looks for PROCESSING datasets. */
   DATASET_POLL_MS: positiveInt.default(1000),
-  /** Samples per database round trip while packaging. */
-  DATASET_BATCH_SIZE: positiveInt.default(2000),
   /** Claims of one dataset (crashed or failed tries included) before it becomes FAILED. */
   DATASET_MAX_ATTEMPTS: positiveInt.default(3),
-  /** Testing only: a pause after every DATASET_BATCH_SIZE samples, to kill a worker mid-file. */
+  /** Testing only: a pause of DATASET_THROTTLE_MS after every DATASET_THROTTLE_SAMPLES samples, to kill a worker mid-file. */
   DATASET_THROTTLE_MS: z.coerce.number().int().min(0).default(0),
+  DATASET_THROTTLE_SAMPLES: positiveInt.default(2000),
+  /** Imports: a claimed import's lease (renewed while it runs), the idle poll, claims before FAILED. */
+  IMPORT_LEASE_SECONDS: positiveInt.default(30),
+  IMPORT_POLL_MS: positiveInt.default(1000),
+  IMPORT_MAX_ATTEMPTS: positiveInt.default(5),
+  /** Lines per import chunk: one transaction each, committed with the import's progress. */
+  IMPORT_CHUNK_LINES: positiveInt.max(10_000).default(1000),
+  /** Testing only: a pause after every import chunk, to stop a worker midway. */
+  IMPORT_THROTTLE_MS: z.coerce.number().int().min(0).default(0),
+  /** How often a worker runs retention, purges deleted pipelines and sweeps idempotency keys. */
+  MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(60),
+  /** Samples per deletion transaction (retention, deleted pipelines, delete-samples). */
+  DELETE_BATCH_SIZE: positiveInt.max(100_000).default(1000),
   /** Comma-separated models a worker serves in addition to those of the deployments table. */
   WORKER_MODELS: z
     .string()
@@ -93,13 +138,20 @@ export function parseEnv(source: Record<string, string | undefined> = process.en
     throw new EnvError("Invalid configuration:\n  S3_BUCKET: required when BLOB_DRIVER=s3");
   }
   const dataDir = path.resolve(/*turbopackIgnore: true*/ e.DATA_DIR);
-  return {
+  const resolved = {
     ...e,
     DATA_DIR: dataDir,
     BLOB_DIR: path.resolve(/*turbopackIgnore: true*/ e.BLOB_DIR ?? path.join(dataDir, "blobs")),
     PUBLIC_URL: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ""),
-    AUTH_SECRET: e.AUTH_SECRET ?? readOrCreateSecret(dataDir),
-  };
+  } as Env;
+  // Read (or generated) only by a process that uses it: a worker, given only WORKER_SECRET by the
+  // launcher, never touches DATA_DIR/auth-secret.
+  let secret = e.AUTH_SECRET;
+  Object.defineProperty(resolved, "AUTH_SECRET", {
+    enumerable: true,
+    get: () => (secret ??= readOrCreateSecret(dataDir)),
+  });
+  return resolved;
 }
 
 /** AUTH_SECRET, when not configured, is generated once and kept in DATA_DIR (mode 0600). */

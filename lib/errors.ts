@@ -1,15 +1,7 @@
 import { ZodError } from "zod";
+import type { ERROR_TYPES } from "./contracts/errors";
 
-export type ErrorType =
-  | "invalid_request"
-  | "unauthorized"
-  | "forbidden"
-  | "not_found"
-  | "conflict"
-  | "payload_too_large"
-  | "rate_limited"
-  | "context_length_exceeded"
-  | "internal";
+export type ErrorType = (typeof ERROR_TYPES)[number];
 
 export type ErrorBody = { error: { type: ErrorType; message: string; param?: string } };
 
@@ -20,6 +12,8 @@ export class ApiError extends Error {
     readonly type: ErrorType,
     message: string,
     readonly param?: string,
+    /** Sent with the error response (Retry-After, RateLimit-* on a 429). */
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
     this.name = "ApiError";
@@ -35,6 +29,8 @@ export const unauthorized = (message = "Missing or invalid API key.") => new Api
 export const forbidden = (message: string) => new ApiError(403, "forbidden", message);
 export const notFound = (message: string, param?: string) => new ApiError(404, "not_found", message, param);
 export const conflict = (message: string, param?: string) => new ApiError(409, "conflict", message, param);
+export const rateLimited = (message: string, headers: Record<string, string>) =>
+  new ApiError(429, "rate_limited", message, undefined, headers);
 export const payloadTooLarge = (limit: number) =>
   new ApiError(413, "payload_too_large", `Request body is larger than the limit of ${limit} bytes.`);
 

@@ -33,6 +33,7 @@ export const ID_PREFIXES = {
   pipeline: "pipe",
   sample: "smp",
   dataset: "data",
+  import: "imp",
   deployment: "dep",
   worker: "wrk",
 } as const;

@@ -9,8 +9,11 @@ import { deployments } from "@/lib/db/schema";
 import { ApiError } from "@/lib/errors";
 import { EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
-import { createDeployment, deleteDeployment, deploymentUrl, listDeployments } from "@/lib/services/deployments";
-import { createTeam, getTeamBySlug } from "@/lib/services/teams";
+import { DTYPE_CHOICES } from "@/lib/contracts/models";
+import { createDeployment, deleteDeployment, deploymentUrl, listDeploymentDtos } from "@/lib/services/deployments";
+import { LIMIT_FIELDS } from "@/lib/contracts/limits";
+import { teamLimits } from "@/lib/limits";
+import { createTeam, getTeamBySlug, setTeamLimits } from "@/lib/services/teams";
 import { createUser } from "@/lib/services/users";
 import { withAppDatabase } from "./lib/database";
 
@@ -18,7 +21,7 @@ class UsageError extends Error {}
 
 type Command = {
   usage: string;
-  flags: Record<string, { type: "string"; required?: boolean }>;
+  flags: Record<string, { type: "string" | "boolean"; required?: boolean }>;
   run: (h: DbHandle, f: Record<string, string | undefined>) => Promise<void>;
 };
 
@@ -91,16 +94,23 @@ const commands: Record<string, Command> = {
     },
   },
   "deployment:create": {
-    usage: "deployment:create --team S --name N --model PATH_OR_ID   # prints the deployment URL",
+    usage: `deployment:create --team S --name N --model PATH_OR_ID [--dtype ${DTYPE_CHOICES.join("|")}]   # prints the URL`,
     flags: {
       team: { type: "string", required: true },
       name: { type: "string", required: true },
       model: { type: "string", required: true },
+      dtype: { type: "string" },
     },
     run: async ({ db }, f) => {
       const team = await getTeamBySlug(db, f.team!);
-      const dep = await createDeployment(db, { teamId: team.id, name: f.name!, model: modelReference(f.model!) });
-      console.log(`created deployment ${dep.name} (${dep.id}) serving ${dep.model}`);
+      const model = modelReference(f.model!);
+      const dtype = f.dtype ?? "auto";
+      if (!(DTYPE_CHOICES as readonly string[]).includes(dtype))
+        throw new UsageError(`--dtype must be one of ${DTYPE_CHOICES.join(", ")}`);
+      await checkDtype(model, dtype);
+      const dep = await createDeployment(db, { teamId: team.id, name: f.name!, model, dtype });
+      console.log(`created deployment ${dep.name} (${dep.id}) serving ${dep.model} (${dep.dtype})`);
+      console.log("the workers load it now; deployment:list shows its state");
       console.log(deploymentUrl(team.slug, dep.name));
     },
   },
@@ -109,15 +119,16 @@ const commands: Record<string, Command> = {
     flags: { team: { type: "string", required: true } },
     run: async ({ db }, f) => {
       const team = await getTeamBySlug(db, f.team!);
-      const rows = await listDeployments(db, team.id);
+      const rows = await listDeploymentDtos(db, team);
       if (rows.length === 0) return console.log(`team ${team.slug} has no deployments`);
       printTable(
         rows.map((d) => ({
           name: d.name,
-          id: d.id,
           model: d.model,
-          url: deploymentUrl(team.slug, d.name),
-          created: d.createdAt.toISOString(),
+          dtype: d.status.dtype && d.dtype === "auto" ? `auto (${d.status.dtype})` : d.dtype,
+          state: d.status.progress ? `${d.status.state} ${d.status.progress.percent}%` : d.status.state,
+          url: d.url,
+          note: d.status.message ?? "",
         })),
       );
     },
@@ -131,6 +142,46 @@ const commands: Record<string, Command> = {
       console.log(`deleted deployment ${dep.name} (${dep.id}) of team ${team.slug}`);
     },
   },
+  "team:limits": {
+    usage:
+      "team:limits --team S [--requests-per-minute N] [--tokens-per-minute N] [--concurrent-streams N] [--dataset-jobs N] [--reset]   # 'default' resets one",
+    flags: {
+      team: { type: "string", required: true },
+      "requests-per-minute": { type: "string" },
+      "tokens-per-minute": { type: "string" },
+      "concurrent-streams": { type: "string" },
+      "dataset-jobs": { type: "string" },
+      reset: { type: "boolean" },
+    },
+    run: async ({ db }, f) => {
+      const team = await getTeamBySlug(db, f.team!);
+      const value = (flag: string): number | null | undefined => {
+        const v = f[flag];
+        if (v === undefined) return undefined;
+        if (v === "default") return null;
+        if (!/^\d+$/.test(v)) throw new UsageError(`--${flag} must be a positive integer or 'default'`);
+        return Number(v);
+      };
+      const updated = await setTeamLimits(db, {
+        teamId: team.id,
+        reset: Boolean(f.reset),
+        limits: {
+          requestsPerMinute: value("requests-per-minute"),
+          tokensPerMinute: value("tokens-per-minute"),
+          concurrentStreams: value("concurrent-streams"),
+          datasetJobs: value("dataset-jobs"),
+        },
+      });
+      const effective = teamLimits(updated);
+      printTable(
+        LIMIT_FIELDS.map((k) => ({
+          limit: k,
+          value: String(effective[k]),
+          source: updated.limits?.[k] !== undefined ? "team" : "default",
+        })),
+      );
+    },
+  },
   "key:revoke": {
     usage: "key:revoke --id ID",
     flags: { id: { type: "string", required: true } },
@@ -140,6 +191,27 @@ const commands: Record<string, Command> = {
     },
   },
 };
+
+/**
+ * Refuses a dtype the model lacks, naming the files it has. A hub that cannot be reached is no
+ * reason to refuse: the workers then report the problem as the deployment's state.
+ */
+async function checkDtype(model: string, dtype: string): Promise<void> {
+  const { modelDtypes } = await import("@/workers/engine");
+  let offered: Awaited<ReturnType<typeof modelDtypes>>;
+  try {
+    offered = await modelDtypes(model);
+  } catch (err) {
+    const reason = (err as { reason?: string }).reason;
+    if (reason === "not_found" || reason === "unauthorized" || reason === "forbidden" || reason === "invalid_model")
+      throw new UsageError((err as Error).message);
+    console.warn(`warning: could not check ${model}'s files (${(err as Error).message}); deploying anyway`);
+    return;
+  }
+  if (offered.dtypes.length === 0) throw new UsageError(`${model} has no ONNX model files (onnx/model*.onnx)`);
+  if (dtype !== "auto" && !(offered.dtypes as string[]).includes(dtype))
+    throw new UsageError(`${model} has no ${dtype} weights; it has: ${offered.dtypes.join(", ")}`);
+}
 
 /**
  * A model folder given as a relative path is made absolute against the directory the command was

@@ -1,50 +1,16 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import os from "node:os";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
+import { freePort } from "@/lib/net/free-port";
+import { embeddedUrl, freshDataDir, launch as launchOn, repoRoot, stop } from "./testing/launch";
 
-const root = path.resolve(import.meta.dirname, "..");
-const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-start-"));
+const dataDir = freshDataDir("start");
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-type Launch = { child: ChildProcess; output: () => string };
-
-/** `npm start` as a user runs it (embedded database, files in dataDir); resolves once it prints "Stop:". */
-async function launch(port: number): Promise<Launch> {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port) };
-  delete env.DATABASE_URL;
-  delete env.PUBLIC_URL;
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/start.ts")], { cwd: root, env });
-  let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 90_000;
-  while (!out.includes("Stop:")) {
-    if (child.exitCode !== null) throw new Error(`npm start exited early:\n${out}`);
-    if (Date.now() > deadline) throw new Error(`npm start did not come up:\n${out}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return { child, output: () => out };
-}
-
-async function stop(l: Launch): Promise<number | null> {
-  l.child.kill("SIGINT");
-  return new Promise((resolve) => l.child.once("exit", (code) => resolve(code)));
-}
-
-const dbUrl = () => (JSON.parse(readFileSync(path.join(dataDir, "embedded-db.json"), "utf8")) as { url: string }).url;
+const launch = (port: number) => launchOn(dataDir, port);
+const dbUrl = () => embeddedUrl(dataDir);
+const root = repoRoot;
 
 describe("npm start", () => {
   it("seeds a demo team on first run, serves the API and a worker, stops on Ctrl-C, and keeps data", async () => {
@@ -88,6 +54,11 @@ describe("npm start", () => {
         { timeout: 20_000 },
       )
       .toBe(1);
+    // The worker was given the secret of its internal API, not AUTH_SECRET (which signs sessions).
+    const [{ pid: workerPid }] = (await sql`select pid from workers`) as unknown as [{ pid: number }];
+    const workerEnv = readFileSync(`/proc/${workerPid}/environ`, "utf8").split("\0");
+    expect(workerEnv.some((v) => v.startsWith("WORKER_SECRET="))).toBe(true);
+    expect(workerEnv.some((v) => v.startsWith("AUTH_SECRET="))).toBe(false);
     await sql.end();
 
     // The CLI works against the running app's database.
@@ -101,8 +72,22 @@ describe("npm start", () => {
     expect(list.status, list.stderr).toBe(0);
     expect(list.stdout.trim().split("\n")).toHaveLength(3);
 
+    // The embedded PostgreSQL: its port and password file are printed; it wants the password.
+    const dbPort = Number(/embedded PostgreSQL on 127\.0\.0\.1:(\d+)/.exec(out)![1]);
+    expect(out).toContain(path.join(dataDir, "db-password"));
+    expect(new URL(dbUrl()).port).toBe(String(dbPort));
+    const noPassword = postgres(`postgres://postgres@127.0.0.1:${dbPort}/postgres`, { max: 1 });
+    await expect(noPassword`select 1`).rejects.toThrow();
+    await noPassword.end();
+    const serverPid = (
+      JSON.parse(readFileSync(path.join(dataDir, "embedded-db.json"), "utf8")) as { serverPid: number }
+    ).serverPid;
+
     expect(await stop(first)).toBe(0);
     await expect(fetch(`${base}/api/health`)).rejects.toThrow();
+    // Ctrl-C stopped the database too, cleanly (no pid file left).
+    expect(() => process.kill(serverPid, 0)).toThrow();
+    expect(existsSync(path.join(dataDir, "pg", "postmaster.pid"))).toBe(false);
 
     const second = await launch(port);
     expect(second.output()).not.toMatch(/API key:\s+lmp_sk_/);

@@ -1,21 +1,22 @@
 // `npm start`: builds the app if needed, starts the embedded database (unless DATABASE_URL is
 // set), applies migrations, seeds a demo team on first run, then runs the web app and the
 // worker until Ctrl-C, which stops every process it started.
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { connect } from "@/lib/db/client";
-import { startEmbeddedDb, type EmbeddedDb } from "@/lib/db/embedded";
+import { embeddedDbUrl, newDbPassword, readDbPassword, type EmbeddedDb } from "@/lib/db/embedded";
 import { migrateDatabase } from "@/lib/db/migrate";
 import { readEmbeddedInfo } from "@/lib/db/url";
 import { EnvError, parseEnv } from "@/lib/env";
-import { seedDemo, type DemoCredentials } from "@/lib/services/demo";
+import { workerSecret } from "@/lib/internal-secret";
+import { freePort } from "@/lib/net/free-port";
+import { prepareDemoUser, seedDemo, type DemoCredentials } from "@/lib/services/demo";
 import { appProcessArgs } from "./lib/app-process";
 import { ensureBuild, repoRoot } from "./lib/build";
-import { embeddedDataDir } from "./lib/database";
-import { generateTinyModel } from "./tiny-model/generate";
+import { embeddedPaths, startAppEmbeddedDb } from "./lib/database";
+import { Supervisor } from "./lib/supervisor";
 
-const children: ChildProcess[] = [];
+const supervisor = new Supervisor({ onGiveUp: () => void shutdown(1) });
 let embedded: EmbeddedDb | undefined;
 let stopping = false;
 
@@ -24,24 +25,25 @@ async function main(): Promise<void> {
   mkdirSync(e.DATA_DIR, { recursive: true });
   ensureBuild();
 
+  // The embedded database's address is settled before it starts, so the web app (which connects
+  // on its first request) boots while the database initialises: a first start takes about a
+  // second less.
   let databaseUrl = e.DATABASE_URL;
+  let startDatabase = async () => {};
+  // A fresh embedded database means a first run: hash the demo user's password meanwhile.
+  const fresh = !databaseUrl && !existsSync(path.join(embeddedPaths(e.DATA_DIR).cluster, "PG_VERSION"));
+  const demoUser = fresh ? prepareDemoUser() : undefined;
+  demoUser?.catch(() => {});
   if (!databaseUrl) {
     const running = readEmbeddedInfo(e.DATA_DIR);
     if (running) throw new Error(`Another 'npm start' (pid ${running.pid}) is already serving ${e.DATA_DIR}.`);
-    embedded = await startEmbeddedDb({
-      dir: embeddedDataDir(e.DATA_DIR),
-      port: e.EMBEDDED_DB_PORT,
-      infoDir: e.DATA_DIR,
-    });
-    databaseUrl = embedded.url;
+    const port = e.EMBEDDED_DB_PORT || (await freePort());
+    const password = readDbPassword(embeddedPaths(e.DATA_DIR).passwordFile) ?? newDbPassword();
+    databaseUrl = embeddedDbUrl(port, password);
+    startDatabase = async () => {
+      embedded = await startAppEmbeddedDb(e.DATA_DIR, { port, password, announce: true });
+    };
   }
-  await migrateDatabase(databaseUrl);
-  const demoModel = await ensureDemoModel(e.DATA_DIR);
-  const handle = connect(databaseUrl, { max: 1 });
-  const demo = await seedDemo(handle.db, { demoModel });
-  await handle.close();
-  if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
-
   const childEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
@@ -52,27 +54,24 @@ async function main(): Promise<void> {
     NEXT_TELEMETRY_DISABLED: "1",
     NEXTAUTH_URL: e.PUBLIC_URL,
   };
-  run("app", appProcessArgs(e.PORT), childEnv);
-  const worker = run("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], childEnv);
+  // The worker gets only the shared secret of its internal API, never AUTH_SECRET (which signs
+  // sessions and URLs): a compromised worker cannot forge a dashboard session.
+  const workerEnv: NodeJS.ProcessEnv = { ...childEnv, WORKER_SECRET: workerSecret() };
+  delete workerEnv.AUTH_SECRET;
+  supervisor.start("app", appProcessArgs(e.PORT), childEnv);
+  const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), startDatabase()]);
+  await migrateDatabase(databaseUrl);
+  const handle = connect(databaseUrl, { max: 1 });
+  const demo = await seedDemo(handle.db, { demoModel, demoUser });
+  await handle.close();
+  if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
+
+  // The worker starts once the demo deployment exists: it loads the models of the deployments table.
+  const worker = supervisor.start("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], workerEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
   await waitForWorker(databaseUrl, worker.pid!);
   printBanner(e.PUBLIC_URL, e.DATA_DIR, demo, Boolean(e.DATABASE_URL));
-}
-
-function run(name: string, args: string[], childEnv: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, args, {
-    cwd: repoRoot,
-    env: childEnv,
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  children.push(child);
-  child.on("exit", (code, signal) => {
-    if (stopping) return;
-    console.error(`\n[start] ${name} exited (${signal ?? `code ${code}`}); stopping everything.`);
-    void shutdown(1);
-  });
-  return child;
 }
 
 /** "Running" means the worker has registered and advertised its inference address too. */
@@ -111,7 +110,10 @@ async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void> {
  */
 async function ensureDemoModel(dataDir: string): Promise<string> {
   const dir = path.join(dataDir, "models", "tiny");
-  if (!existsSync(path.join(dir, "onnx", "model.onnx"))) await generateTinyModel(dir);
+  if (!existsSync(path.join(dir, "onnx", "model.onnx"))) {
+    const { generateTinyModel } = await import("./tiny-model/generate");
+    await generateTinyModel(dir);
+  }
   return dir;
 }
 
@@ -156,27 +158,29 @@ function printBanner(url: string, dataDir: string, demo: DemoCredentials | null,
           `              curl -H "Authorization: Bearer ${demo.modelKey}" ${demoDeploymentUrl(url, demo)} -d '{"prompt":"Once upon a time","max_tokens":20}'`,
         ]
       : []),
-    `  Database:   ${external ? "DATABASE_URL" : `embedded (files in ${embeddedDataDir(dataDir)})`}`,
+    ...(external ? ["  Database:   DATABASE_URL"] : embeddedBanner(dataDir)),
     "  Stop:       Ctrl-C",
     "",
   );
   console.log(lines.join("\n"));
 }
 
+function embeddedBanner(dataDir: string): string[] {
+  const p = embeddedPaths(dataDir);
+  return [
+    `  Database:   embedded PostgreSQL on 127.0.0.1:${embedded!.port} (user postgres, password in ${p.passwordFile})`,
+    `              files in ${p.cluster}, log in ${p.logFile}`,
+  ];
+}
+
+/**
+ * Ctrl-C or SIGTERM: the app and the worker stop taking work and finish what is in flight (up to
+ * SHUTDOWN_GRACE_SECONDS), then the database stops.
+ */
 async function shutdown(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once("exit", () => resolve());
-          child.kill("SIGTERM");
-          setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
-        }),
-    ),
-  );
+  await supervisor.stop(parseEnv().SHUTDOWN_GRACE_SECONDS * 1000);
   await embedded?.stop().catch(() => {});
   process.exit(code);
 }

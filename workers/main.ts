@@ -1,54 +1,84 @@
 // The worker process: registers itself with a heartbeat, serves inference for the models of
 // the deployments table (plus WORKER_MODELS) on its internal HTTP API, and advertises that
 // API's address and its models so the app can route requests here. It also packages datasets
-// (workers/packager): claims PROCESSING rows and writes their JSONL files to the blob store. Started by `npm start`
-// next to the app (or alone: `npm run worker`).
+// (workers/packager): claims PROCESSING rows and writes their JSONL files to the blob store; stores
+// imports (workers/importer); and runs retention and other deletions (workers/maintenance.ts).
+// Started by `npm start` next to the app (or alone: `npm run worker`).
 import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
 import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine/engine";
+import { workerMetrics } from "./metrics";
+import { ModelSupervisor, type Served } from "./model-supervisor";
 import { startInferenceServer } from "./inference/server";
+import { startImporter } from "./importer/importer-loop";
+import { startMaintenance } from "./maintenance";
 import { startPackager } from "./packager";
 import { registerWorker } from "./registry";
+import { logger } from "@/lib/observe/log";
+
+process.env.LMP_PROCESS ??= "worker"; // the `proc` of its log lines
 
 async function main(): Promise<void> {
   const e = env();
   const handle = getDb();
 
-  const servedModels = async () => [...new Set([...e.WORKER_MODELS, ...(await listDeployedModels(handle.db))])];
-  const engine = new Engine({ models: await servedModels() });
+  const servedModels = async (): Promise<Served[]> => [
+    ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
+    ...(await listDeployedModels(handle.db)),
+  ];
+  const engine = new Engine({ models: [] });
   const server = await startInferenceServer({
     engine,
     host: e.WORKER_HOST,
     port: e.WORKER_PORT,
     secret: workerSecret(),
+    metrics: workerMetrics(engine),
   });
   const registration = await registerWorker(handle.db, { heartbeatSeconds: e.WORKER_HEARTBEAT_SECONDS });
-  await registration.advertise({ address: server.url, models: [...engine.models] });
+  await registration.advertise({ address: server.url });
+  const supervisor = new ModelSupervisor(engine, (models, modelStates) =>
+    registration.advertise({ models, modelStates }),
+  );
+  supervisor.sync(await servedModels());
   const packager = startPackager({
     db: handle.db,
     blobs: blobStore(),
     owner: registration.id,
     leaseSeconds: e.DATASET_LEASE_SECONDS,
     pollMs: e.DATASET_POLL_MS,
-    batchSize: e.DATASET_BATCH_SIZE,
     maxAttempts: e.DATASET_MAX_ATTEMPTS,
     throttleMs: e.DATASET_THROTTLE_MS,
+    throttleEvery: e.DATASET_THROTTLE_SAMPLES,
   });
-  console.log(
-    `[worker] ${registration.id} serving ${server.url} (pid ${process.pid}); models: ${engine.models.join(", ") || "none yet"}`,
+  const importer = startImporter({
+    db: handle.db,
+    blobs: blobStore(),
+    owner: registration.id,
+    leaseSeconds: e.IMPORT_LEASE_SECONDS,
+    pollMs: e.IMPORT_POLL_MS,
+    maxAttempts: e.IMPORT_MAX_ATTEMPTS,
+    chunkLines: e.IMPORT_CHUNK_LINES,
+    maxLineBytes: e.MAX_BODY_BYTES,
+    throttleMs: e.IMPORT_THROTTLE_MS,
+  });
+  const maintenance = startMaintenance({
+    db: handle.db,
+    intervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
+    batch: e.DELETE_BATCH_SIZE,
+  });
+  logger().info(
+    { worker: registration.id, address: server.url, models: engine.models },
+    `worker ${registration.id} serving ${server.url}`,
   );
 
-  // Follow the deployments table: a new deployment's model becomes servable within one interval.
+  // Follow the deployments table: a new deployment's model starts loading within one interval.
   const refresh = setInterval(() => {
     servedModels()
-      .then(async (models) => {
-        engine.setModels(models);
-        await registration.advertise({ models });
-      })
-      .catch((err: unknown) => console.error("[worker] model refresh failed", err));
+      .then((wanted) => supervisor.sync(wanted))
+      .catch((err: unknown) => logger().error({ err }, "model refresh failed"));
   }, e.WORKER_HEARTBEAT_SECONDS * 1000);
   refresh.unref();
 
@@ -56,19 +86,27 @@ async function main(): Promise<void> {
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.log(`[worker] ${signal}: stopping`);
+    logger().info({ signal }, "stopping");
     clearInterval(refresh);
-    await packager.stop().catch((err: unknown) => console.error("[worker] packager stop failed", err));
-    await registration.stop().catch((err: unknown) => console.error("[worker] deregistration failed", err));
-    await server.close().catch(() => {});
+    // Out of the registry first, so the app routes new requests elsewhere; then the generations
+    // in flight may finish within the launcher's grace period.
+    await registration.stop().catch((err: unknown) => logger().error({ err }, "deregistration failed"));
+    await packager.stop().catch((err: unknown) => logger().error({ err }, "packager stop failed"));
+    await importer.stop().catch((err: unknown) => logger().error({ err }, "importer stop failed"));
+    await maintenance.stop().catch((err: unknown) => logger().error({ err }, "maintenance stop failed"));
+    await server.close(Math.max(0, e.SHUTDOWN_GRACE_SECONDS * 1000 - 2000)).catch(() => {});
     await handle.close();
     process.exit(0);
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  // Started by the launcher with an IPC channel: when the launcher goes away (even killed with
+  // -9), the channel closes and this worker stops as on SIGTERM, leaving no orphan behind.
+  if (process.send) process.on("disconnect", () => void shutdown("launcher gone"));
 }
 
 main().catch((err: unknown) => {
+  // Straight to stderr: the process exits at once, before an asynchronous log line could be written.
   console.error("[worker] failed to start:", err instanceof Error ? err.message : err);
   process.exit(1);
 });

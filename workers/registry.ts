@@ -2,12 +2,18 @@ import { hostname } from "node:os";
 import { eq, sql } from "drizzle-orm";
 import type { Db } from "@/lib/db/client";
 import { workers } from "@/lib/db/schema";
+import type { ModelState } from "@/lib/contracts/models";
 import { newId } from "@/lib/ids";
+import { logger } from "@/lib/observe/log";
 
 export type Registration = {
   id: string;
   /** Updates what the app sees of this worker (address of its inference server, models). */
-  advertise: (fields: { address?: string | null; models?: string[] }) => Promise<void>;
+  advertise: (fields: {
+    address?: string | null;
+    models?: string[];
+    modelStates?: Record<string, ModelState>;
+  }) => Promise<void>;
   stop: () => Promise<void>;
 };
 
@@ -24,7 +30,7 @@ export async function registerWorker(db: Db, options: { heartbeatSeconds: number
       .where(eq(workers.id, id))
       .then(
         () => {},
-        (err: unknown) => console.error("[worker] heartbeat failed", err),
+        (err: unknown) => logger().error({ err }, "heartbeat failed"),
       );
   }, options.heartbeatSeconds * 1000);
   timer.unref();

@@ -33,7 +33,13 @@ export function SignInForm({ callbackUrl, notice }: { callbackUrl?: string; noti
           return;
         }
         setPending(false);
-        setError(res?.error === "CredentialsSignin" ? "Wrong email or password." : "Sign-in failed. Try again.");
+        setError(
+          res?.error === "CredentialsSignin"
+            ? "Wrong email or password."
+            : res?.error?.startsWith("Too many sign-in attempts")
+              ? res.error
+              : "Sign-in failed. Try again.",
+        );
       }}
     >
       {notice ? (

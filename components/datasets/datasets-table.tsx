@@ -35,7 +35,8 @@ export function formatBytes(n: number | null): string {
 }
 
 /** The team's datasets; polls every second while one is PROCESSING, and stops after. */
-export function DatasetsTable({ initial }: { initial: DatasetDto[] }) {
+/** `canDelete`: the signed-in user owns the team (members cannot delete datasets). */
+export function DatasetsTable({ initial, canDelete }: { initial: DatasetDto[]; canDelete: boolean }) {
   const [deleting, setDeleting] = useState<DatasetDto | null>(null);
   const queryClient = useQueryClient();
   const q = useQuery({
@@ -85,7 +86,14 @@ export function DatasetsTable({ initial }: { initial: DatasetDto[] }) {
       <DataTable testId="datasets-table" columns={columns}>
         {q.data.map((d) => (
           <tr key={d.id} data-dataset-id={d.id}>
-            <td className="px-4 py-3 font-medium">{d.name}</td>
+            <td className="px-4 py-3 font-medium">
+              <Link
+                href={`/datasets/${d.id}`}
+                className="hover:text-indigo-600 hover:underline dark:hover:text-indigo-400"
+              >
+                {d.name}
+              </Link>
+            </td>
             <td className="px-4 py-3 font-mono text-xs">{d.datasetString}</td>
             <td className="px-4 py-3 text-right tabular-nums">
               {d.size.toLocaleString("en-US")}
@@ -101,15 +109,18 @@ export function DatasetsTable({ initial }: { initial: DatasetDto[] }) {
               <Button
                 variant="secondary"
                 size="sm"
-                disabled={d.status !== "READY" || download.isPending}
+                // A split dataset has two files: they are downloaded from its page.
+                disabled={d.status !== "READY" || download.isPending || d.files.length !== 1}
                 aria-label={`Download ${d.name}`}
                 onClick={() => download.mutate(d.id)}
               >
                 Download
               </Button>{" "}
-              <Button variant="danger-ghost" size="sm" aria-label={`Delete ${d.name}`} onClick={() => setDeleting(d)}>
-                Delete
-              </Button>
+              {canDelete && (
+                <Button variant="danger-ghost" size="sm" aria-label={`Delete ${d.name}`} onClick={() => setDeleting(d)}>
+                  Delete
+                </Button>
+              )}
             </td>
           </tr>
         ))}

@@ -20,7 +20,8 @@ const columns: Column[] = [
   { label: "Actions", srOnly: true },
 ];
 
-export function KeysTable({ initial }: { initial: ApiKeyDto[] }) {
+/** `canRevoke`: the signed-in user owns the team (members see the keys but cannot revoke them). */
+export function KeysTable({ initial, canRevoke }: { initial: ApiKeyDto[]; canRevoke: boolean }) {
   const [revoking, setRevoking] = useState<ApiKeyDto | null>(null);
   const queryClient = useQueryClient();
   const q = useQuery({
@@ -65,6 +66,10 @@ export function KeysTable({ initial }: { initial: ApiKeyDto[] }) {
             <td className="px-4 py-3 text-right">
               {k.revokedAt ? (
                 <Badge tone="red">Revoked</Badge>
+              ) : !canRevoke ? (
+                <span className="text-xs text-zinc-500" title="Only owners of the team can revoke keys">
+                  Owners revoke
+                </span>
               ) : (
                 <Button
                   variant="danger-ghost"

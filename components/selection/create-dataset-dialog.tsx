@@ -4,23 +4,27 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
 import { useState } from "react";
 import { CreateDatasetBody, type DatasetDto } from "@/lib/contracts/datasets";
-import type { SelectionFilter } from "@/lib/ui/selection-params";
+import { describeCondition, type SelectionFilter } from "@/lib/ui/selection-params";
 import { uiFetch } from "../api-client";
 import { Button } from "../ui/button";
 import { Dialog } from "../ui/dialog";
 import { Field, Input } from "../ui/field";
 import { fieldErrors } from "../ui/form-errors";
 import { ErrorBanner } from "../ui/states";
+import { DatasetOptionsFields, optionsFromForm } from "./dataset-options-fields";
 
 /** Packages the current selection (its filters, not the table's page) into a dataset. */
 export function CreateDatasetButton({
   pipelineId,
   filter,
   count,
+  deployments,
 }: {
   pipelineId: string;
   filter: SelectionFilter;
   count: number | undefined;
+  /** The team's deployment names, for token counting. */
+  deployments: string[];
 }) {
   const [open, setOpen] = useState(false);
   const [errors, setErrors] = useState<Record<string, string>>({});
@@ -37,7 +41,11 @@ export function CreateDatasetButton({
   const summary = [
     filter.userId ? `userId = ${filter.userId}` : null,
     filter.groupId ? `groupId = ${filter.groupId}` : null,
-    ...Object.entries(filter.metadata ?? {}).map(([k, v]) => `${k} = ${v}`),
+    ...Object.entries(filter.metadata ?? {}).map(([k, v]) => describeCondition(k, v)),
+    filter.search ? `search “${filter.search}”` : null,
+    filter.createdAfter ? `after ${filter.createdAfter}` : null,
+    filter.createdBefore ? `before ${filter.createdBefore}` : null,
+    filter.sample ? `random ${filter.sample.size} (seed ${filter.sample.seed})` : null,
   ].filter(Boolean);
   return (
     <>
@@ -48,7 +56,7 @@ export function CreateDatasetButton({
         open={open}
         onClose={() => setOpen(false)}
         title="Create a dataset"
-        description="The selection is frozen now and packaged as a JSONL file in the background."
+        description="The selection is frozen now and packaged in the background."
         testId="create-dataset-dialog"
       >
         <form
@@ -56,7 +64,8 @@ export function CreateDatasetButton({
           className="space-y-4"
           onSubmit={(e) => {
             e.preventDefault();
-            const body = { name: String(new FormData(e.currentTarget).get("name") ?? "").trim(), ...filter };
+            const data = new FormData(e.currentTarget);
+            const body = { name: String(data.get("name") ?? "").trim(), ...filter, ...optionsFromForm(data) };
             const parsed = CreateDatasetBody.safeParse(body);
             if (!parsed.success) return setErrors(fieldErrors(parsed.error));
             setErrors({});
@@ -82,6 +91,7 @@ export function CreateDatasetButton({
               {summary.length > 0 ? summary.join(" · ") : "Every sample of the pipeline"}
             </div>
           </div>
+          <DatasetOptionsFields deployments={deployments} errors={errors} />
           <div className="flex justify-end gap-2">
             <Button variant="secondary" onClick={() => setOpen(false)}>
               Cancel

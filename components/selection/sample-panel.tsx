@@ -2,13 +2,14 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
+import type { SampleMessage } from "@/lib/contracts/messages";
 import type { SampleDto } from "@/lib/contracts/pipelines";
 import { Button } from "../ui/button";
 import { cx } from "../ui/cx";
 import { ErrorBanner, Spinner } from "../ui/states";
 import { Time } from "../ui/time";
 
-type Message = { role: "system" | "user" | "assistant"; content: string };
+type Message = SampleMessage;
 
 /**
  * The signed URL is absolute (PUBLIC_URL); only its path and query are signed, so it is
@@ -135,6 +136,8 @@ function ChatBubble({ message }: { message: Message }) {
     );
   }
   const user = message.role === "user";
+  const label = { user: "User", assistant: "Assistant", tool: "Tool" }[message.role];
+  const calls = message.role === "assistant" ? (message.tool_calls ?? []) : [];
   return (
     <li data-role={message.role} className={cx("flex", user ? "justify-end" : "justify-start")}>
       <div
@@ -151,9 +154,24 @@ function ChatBubble({ message }: { message: Message }) {
             user ? "text-indigo-200" : "text-zinc-500 dark:text-zinc-400",
           )}
         >
-          {user ? "User" : "Assistant"}
+          {label}
+          {message.name ? ` · ${message.name}` : ""}
+          {message.role === "tool" ? ` · ${message.tool_call_id}` : ""}
         </div>
-        <p className="whitespace-pre-wrap break-words">{message.content || <em className="opacity-60">(empty)</em>}</p>
+        {message.content || calls.length === 0 ? (
+          <p className="whitespace-pre-wrap break-words">
+            {message.content || <em className="opacity-60">(empty)</em>}
+          </p>
+        ) : null}
+        {calls.map((c) => (
+          <pre
+            key={c.id}
+            data-testid="tool-call"
+            className="mt-1 overflow-x-auto rounded bg-zinc-200/60 px-2 py-1 font-mono text-xs dark:bg-zinc-900"
+          >
+            {c.function.name}({c.function.arguments}) · {c.id}
+          </pre>
+        ))}
       </div>
     </li>
   );

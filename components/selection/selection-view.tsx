@@ -24,9 +24,11 @@ type Props = {
   publicUrl: string;
   /** The first page, rendered on the server for the URL the page was opened with. */
   initial: { key: string; page: Page; hasSamples: boolean };
+  /** The team's deployment names (token counting in the create-dataset dialog). */
+  deployments: string[];
 };
 
-export function SelectionView({ pipelineId, publicUrl, initial }: Props) {
+export function SelectionView({ pipelineId, publicUrl, initial, deployments }: Props) {
   const { state, update } = useSelectionUrl();
   const filter = filterOf(state);
   const key = pageKey(pipelineId, state);
@@ -87,13 +89,24 @@ export function SelectionView({ pipelineId, publicUrl, initial }: Props) {
               variant="ghost"
               size="sm"
               onClick={() =>
-                update({ userId: undefined, groupId: undefined, metadata: {}, offset: 0, sample: undefined })
+                update({
+                  userId: undefined,
+                  groupId: undefined,
+                  metadata: {},
+                  createdAfter: undefined,
+                  createdBefore: undefined,
+                  search: undefined,
+                  sampleSize: undefined,
+                  sampleSeed: undefined,
+                  offset: 0,
+                  sample: undefined,
+                })
               }
             >
               Clear filters
             </Button>
           ) : null}
-          <CreateDatasetButton pipelineId={pipelineId} filter={filter} count={count.data} />
+          <CreateDatasetButton pipelineId={pipelineId} filter={filter} count={count.data} deployments={deployments} />
         </div>
       </div>
       {page.isError ? <ErrorBanner message={page.error.message} onRetry={() => page.refetch()} /> : null}

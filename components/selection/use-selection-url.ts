@@ -11,7 +11,10 @@ import { parseSelectionParams, selectionToSearch, type SelectionState } from "@/
 export function useSelectionUrl() {
   const searchParams = useSearchParams();
   const pathname = usePathname();
-  const state = useMemo(() => parseSelectionParams(new URLSearchParams(searchParams.toString())), [searchParams]);
+  const state = useMemo(
+    () => parseSelectionParams(new URLSearchParams(searchParams?.toString() ?? "")),
+    [searchParams],
+  );
   const update = useCallback(
     (patch: Partial<SelectionState>, mode: "push" | "replace" = "push") => {
       const next = { ...state, ...patch };

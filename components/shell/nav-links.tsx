@@ -9,11 +9,14 @@ const LINKS = [
   { href: "/datasets", label: "Datasets" },
   { href: "/deployments", label: "Deployments" },
   { href: "/playground", label: "Playground" },
+  { href: "/usage", label: "Usage" },
   { href: "/settings/keys", label: "API keys" },
+  { href: "/api-reference", label: "API reference" },
 ];
 
 export function NavLinks() {
-  const pathname = usePathname();
+  // Null only in the Pages Router, which serves no page of this app (just API routes).
+  const pathname = usePathname() ?? "";
   return (
     <nav aria-label="Main" className="flex flex-col gap-0.5">
       {LINKS.map((l) => {

@@ -3,6 +3,7 @@ import CredentialsProvider from "next-auth/providers/credentials";
 import { z } from "zod";
 import { getDb } from "../db/client";
 import { env } from "../env";
+import { takeSignIn } from "../limits";
 import { authenticateUser } from "../services/users";
 
 /** What the sign-in form posts: only its shape is checked here, the password rules apply at sign-up. */
@@ -27,9 +28,13 @@ export function authOptions(): NextAuthOptions {
       CredentialsProvider({
         name: "Email",
         credentials: { email: { label: "Email", type: "email" }, password: { label: "Password", type: "password" } },
-        async authorize(raw) {
+        async authorize(raw, req) {
           const parsed = Credentials.safeParse(raw);
           if (!parsed.success) return null;
+          // Each attempt costs a few hundred ms of scrypt: limited per account and per address.
+          // The thrown message reaches the sign-in form as the error.
+          const forwarded = (req?.headers as Record<string, string | undefined> | undefined)?.["x-forwarded-for"];
+          takeSignIn(parsed.data.email.toLowerCase(), forwarded?.split(",")[0]?.trim());
           const user = await authenticateUser(getDb().db, parsed.data.email, parsed.data.password);
           return user ? { id: user.id, email: user.email, name: user.name } : null;
         },

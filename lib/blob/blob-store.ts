@@ -9,7 +9,9 @@ export interface BlobStore {
    * (local: a temporary file renamed into place; S3: an upload completed in one request).
    * Aborting `signal` or a failing `body` leaves nothing behind under `key`.
    */
-  put(key: string, body: AsyncIterable<Uint8Array>, options?: { signal?: AbortSignal }): Promise<void>;
+  put(key: string, body: AsyncIterable<Uint8Array>, options?: PutOptions): Promise<void>;
+  /** The object's bytes from byte `start` (default 0) to its end; fails when there is no such object. */
+  read(key: string, options?: { start?: number }): AsyncIterable<Uint8Array>;
   /** Removes every object whose key starts with `prefix` (no error when there is none). */
   removePrefix(prefix: string): Promise<void>;
   /** A URL that downloads the object with no other credential, until `expiresAt`. */
@@ -17,6 +19,16 @@ export interface BlobStore {
 }
 
 export type SignedDownload = { url: string; expiresAt: Date };
+
+/** `contentType` defaults to JSONL's (application/x-ndjson). */
+export type PutOptions = { signal?: AbortSignal; contentType?: string };
+
+/** The content type a dataset file is served with, from its name (the local driver keeps none). */
+export function contentTypeOf(key: string): string {
+  if (key.endsWith(".parquet")) return "application/vnd.apache.parquet";
+  if (key.endsWith(".gz")) return "application/gzip";
+  return "application/x-ndjson";
+}
 
 /** Keys are slash-separated segments of safe characters: no `..`, no absolute paths. */
 const KEY = /^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/;

@@ -3,7 +3,8 @@ import type { BlobStore } from "./blob-store";
 import { LocalBlobStore } from "./local-blob-store";
 import { S3BlobStore } from "./s3-blob-store";
 
-export type { BlobStore, SignedDownload } from "./blob-store";
+export type { BlobStore, PutOptions, SignedDownload } from "./blob-store";
+export { contentTypeOf } from "./blob-store";
 export { LocalBlobStore } from "./local-blob-store";
 export { S3BlobStore } from "./s3-blob-store";
 

@@ -5,7 +5,7 @@ import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { signedUrl } from "../signing";
-import { assertValidKey, type BlobStore } from "./blob-store";
+import { assertValidKey, type BlobStore, type PutOptions } from "./blob-store";
 
 /** The app route that serves local blobs (app/v1/blobs/[...key]/route.ts). */
 export const LOCAL_BLOB_ROUTE = "/v1/blobs/";
@@ -26,7 +26,7 @@ export class LocalBlobStore implements BlobStore {
     return path.join(this.root, ...key.split("/"));
   }
 
-  async put(key: string, body: AsyncIterable<Uint8Array>, options: { signal?: AbortSignal } = {}): Promise<void> {
+  async put(key: string, body: AsyncIterable<Uint8Array>, options: PutOptions = {}): Promise<void> {
     const target = this.pathOf(key);
     const tmpDir = path.join(this.root, ".tmp");
     await mkdir(tmpDir, { recursive: true });
@@ -50,6 +50,10 @@ export class LocalBlobStore implements BlobStore {
       await rm(tmp, { force: true });
       throw err;
     }
+  }
+
+  read(key: string, options: { start?: number } = {}): AsyncIterable<Uint8Array> {
+    return createReadStream(this.pathOf(key), { start: options.start ?? 0, highWaterMark: 1024 * 1024 });
   }
 
   async removePrefix(prefix: string): Promise<void> {

@@ -2,7 +2,7 @@ import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client }
 import { Upload } from "@aws-sdk/lib-storage";
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { Readable } from "node:stream";
-import { assertValidKey, type BlobStore } from "./blob-store";
+import { assertValidKey, contentTypeOf, type BlobStore, type PutOptions } from "./blob-store";
 
 export type S3Options = {
   bucket: string;
@@ -40,11 +40,16 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  async put(key: string, body: AsyncIterable<Uint8Array>, options: { signal?: AbortSignal } = {}): Promise<void> {
+  async put(key: string, body: AsyncIterable<Uint8Array>, options: PutOptions = {}): Promise<void> {
     assertValidKey(key);
     const upload = new Upload({
       client: this.client,
-      params: { Bucket: this.options.bucket, Key: key, Body: Readable.from(body), ContentType: "application/x-ndjson" },
+      params: {
+        Bucket: this.options.bucket,
+        Key: key,
+        Body: Readable.from(body),
+        ContentType: options.contentType ?? contentTypeOf(key),
+      },
       partSize: this.options.partSizeBytes ?? 8 * 1024 * 1024,
       queueSize: 4,
       leavePartsOnError: false,
@@ -57,6 +62,15 @@ export class S3BlobStore implements BlobStore {
       options.signal?.removeEventListener("abort", abort);
     }
     options.signal?.throwIfAborted();
+  }
+
+  async *read(key: string, options: { start?: number } = {}): AsyncIterable<Uint8Array> {
+    assertValidKey(key);
+    const start = options.start ?? 0;
+    const res = await this.client.send(
+      new GetObjectCommand({ Bucket: this.options.bucket, Key: key, Range: start > 0 ? `bytes=${start}-` : undefined }),
+    );
+    yield* res.Body as Readable;
   }
 
   async removePrefix(prefix: string): Promise<void> {

@@ -1,9 +1,10 @@
 import { z } from "zod";
+import { storable } from "./text";
 
 /** Creating a key from the dashboard (the CLI's key:create takes the same fields). */
 export const CreateKeyBody = z
   .strictObject({
-    name: z.string().trim().max(100, "must be at most 100 characters").optional(),
+    name: storable(z.string().trim().max(100, "must be at most 100 characters")).optional(),
     kind: z.enum(["api", "model"], { error: "must be 'api' or 'model'" }),
     /** Model keys only: restricts the key to one deployment of the team. */
     deploymentId: z

@@ -1,4 +1,12 @@
 import { z } from "zod";
+import {
+  checkOptionRules,
+  DatasetFileSchema,
+  DatasetOptionsShape,
+  DatasetStatsSchema,
+  withDefaults,
+  type DatasetOptions,
+} from "./dataset-options";
 import { SelectionFilterShape, type Selection } from "./pipelines";
 
 /**
@@ -17,14 +25,18 @@ export const DatasetName = z
 const FilterBody = z.strictObject(SelectionFilterShape);
 
 /**
- * `name` plus the selection filters, given at the top level or nested under `filter` (not
- * both: a filter split across the two places would be ambiguous). Parsed into one Selection.
+ * `name`, the selection filters (at the top level or nested under `filter`, not both: a filter
+ * split across the two places would be ambiguous) and the packaging options (top level only).
+ * Parsed into one Selection and the options with their defaults.
  */
 export const CreateDatasetBody = z
-  .strictObject({ name: DatasetName, ...SelectionFilterShape, filter: FilterBody.nullish() })
+  .strictObject({ name: DatasetName, ...SelectionFilterShape, ...DatasetOptionsShape, filter: FilterBody.nullish() })
   .superRefine((b, ctx) => {
+    checkOptionRules(b, ctx);
     if (!b.filter) return;
-    const topLevel = Object.keys(SelectionFilterShape).filter((k) => b[k as keyof Selection] !== undefined);
+    const topLevel = Object.keys(SelectionFilterShape).filter(
+      (k) => b[k as keyof typeof SelectionFilterShape] !== undefined,
+    );
     if (topLevel.length > 0) {
       ctx.addIssue({
         code: "custom",
@@ -33,10 +45,12 @@ export const CreateDatasetBody = z
       });
     }
   })
-  .transform(({ name, filter, ...top }): { name: string; selection: Partial<Selection> } => ({
-    name,
-    selection: stripUndefined(filter ?? top),
-  }));
+  .transform((b): { name: string; selection: Partial<Selection>; options: DatasetOptions } => {
+    const top = Object.fromEntries(
+      Object.keys(SelectionFilterShape).map((k) => [k, b[k as keyof typeof SelectionFilterShape]]),
+    );
+    return { name: b.name, selection: stripUndefined(b.filter ?? (top as Selection)), options: withDefaults(b) };
+  });
 
 /** Only the filters given: the dataset's `filter` echoes them without `undefined` keys. */
 function stripUndefined(s: Selection): Partial<Selection> {
@@ -61,8 +75,26 @@ export const DatasetSchema = z.object({
   bytes: z.number().int().min(0).nullable(),
   checksum: z.string().nullable(),
   error: z.string().nullable(),
+  /** A sample of its selection was deleted after it was packaged: the file may hold it. */
+  containsDeletedSamples: z.boolean(),
+  options: z.strictObject({
+    format: z.enum(["jsonl", "parquet"]),
+    compression: z.enum(["none", "gzip"]),
+    dedupe: z.boolean(),
+    split: z.strictObject({ validation: z.number(), seed: z.number().int() }).optional(),
+    validate: z.enum(["openai-chat"]).optional(),
+    tokenizer: z.string().optional(),
+    maxTokens: z.number().int().optional(),
+  }),
+  /** Once READY; null before. */
+  stats: DatasetStatsSchema.nullable(),
+  /** The files of a READY dataset (two with `split`); empty before. */
+  files: z.array(DatasetFileSchema),
 });
 export type DatasetDto = z.infer<typeof DatasetSchema>;
 
 export const DownloadResponse = z.object({ url: z.url(), expiresAt: z.iso.datetime() });
+
+/** `GET /v1/datasets/:id/download?split=train|validation`: which file of a split dataset. */
+export const DownloadQuery = z.strictObject({ split: z.enum(["train", "validation"]).optional() });
 export type DownloadDto = z.infer<typeof DownloadResponse>;

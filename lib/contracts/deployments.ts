@@ -1,5 +1,7 @@
 import { z } from "zod";
-import { MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
+import { DtypeChoiceSchema } from "./models";
+import { storable } from "./text";
+import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
 /**
  * The deployment endpoints ({PUBLIC_URL}/deployments/{team}/{name}) as zod schemas shared by
@@ -14,7 +16,7 @@ export const DeploymentName = z
     "must be 1-64 lower-case letters, digits, '-', '_' or '.', starting with a letter or digit",
   );
 
-export const DeploymentModel = z.string().trim().min(1, "must not be empty").max(1000);
+export const DeploymentModel = storable(z.string().trim().min(1, "must not be empty").max(1000));
 
 /** `null` means "not given" for every optional parameter (the spec lists null defaults). */
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
@@ -52,7 +54,7 @@ export const DeploymentCompletionBody = z
     ...SamplingShape,
     n: optional(z.number().int().min(1).max(MAX_N)),
     echo: optional(z.boolean()),
-    bad_words: optional(z.array(z.string().min(1, "must not be empty")).max(64)),
+    bad_words: optional(z.array(z.string().min(1, "must not be empty").max(MAX_BAD_WORD_CHARS)).max(64)),
     logit_bias: optional(z.record(z.string().min(1), z.number().min(-100).max(100))),
     tfs: optional(unit),
     logprobs: optional(z.number().int().min(1).max(5)),
@@ -121,12 +123,35 @@ export const StreamEndEvent = z.strictObject({
   usage: TokenUsage.nullable(),
 });
 
+/** Creating a deployment (dashboard; the CLI's deployment:create takes the same fields). */
+export const CreateDeploymentBody = z.strictObject({
+  name: DeploymentName,
+  model: DeploymentModel,
+  dtype: DtypeChoiceSchema.default("auto"),
+});
+export type CreateDeploymentInput = z.input<typeof CreateDeploymentBody>;
+
+/** A deployment as the workers see it (lib/services/deployment-state.ts). */
+export const DeploymentStateSchema = z.strictObject({
+  state: z.enum(["pending", "downloading", "loading", "ready", "failed"]),
+  /** The file the engine runs (auto resolved), once known. */
+  dtype: z.string().nullable(),
+  /** Downloading: bytes so far and in all, and the percentage. */
+  progress: z.strictObject({ done: z.number(), total: z.number(), percent: z.number() }).nullable(),
+  /** Failed: why (and the engine's classification of it); pending: what it waits for. */
+  message: z.string().nullable(),
+  reason: z.string().nullable(),
+});
+export type DeploymentState = z.infer<typeof DeploymentStateSchema>;
+
 export const DeploymentDto = z.strictObject({
   id: z.string(),
   teamId: z.string(),
   name: z.string(),
   model: z.string(),
+  dtype: DtypeChoiceSchema,
   url: z.string().url(),
   createdAt: z.string(),
+  status: DeploymentStateSchema,
 });
 export type DeploymentDto = z.infer<typeof DeploymentDto>;

@@ -1,7 +1,10 @@
 // Engine-independent contract of a text-generation request and its result/stream events.
 // Used by the worker's internal server and (later) the app's deployment endpoints.
 import { z } from "zod";
+import { DtypeChoiceSchema } from "./models";
 
+/** A bad word longer than this is no word: refused, which also bounds the guard's work per step. */
+export const MAX_BAD_WORD_CHARS = 128;
 export const MAX_CONTEXT_TOKENS = 2048;
 export const MAX_TOP_K = 50_400;
 export const MAX_N = 16;
@@ -16,6 +19,10 @@ export const generationRequestSchema = z
   .object({
     /** Model id as the worker knows it (a local folder or hub id). */
     model: z.string().min(1).optional(),
+    /** Which of the model's files to run (the deployment's dtype); default auto. */
+    dtype: DtypeChoiceSchema.optional(),
+    /** Whose request this is (the app sends the team's id): the batch is shared fairly between tenants. */
+    tenant: z.string().min(1).max(100).optional(),
     /** Exactly one of `prompt` and `messages`. */
     prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]).optional(),
     messages: z.array(generationMessageSchema).min(1).optional(),
@@ -29,7 +36,7 @@ export const generationRequestSchema = z
     stop: z.array(z.string().min(1)).max(16).default([]),
     n: z.number().int().min(1).max(MAX_N).default(1),
     echo: z.boolean().default(false),
-    bad_words: z.array(z.string().min(1)).max(64).default([]),
+    bad_words: z.array(z.string().min(1).max(MAX_BAD_WORD_CHARS)).max(64).default([]),
     /** Key: a token id ("123") or a string whose first token is meant. Value: bias; -100 bans. */
     logit_bias: z.record(z.string(), z.number().min(-100).max(100)).default({}),
     /** Tail-free sampling z; 1 = off. */

@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { SampleMessageSchema } from "./messages";
+import { storable } from "./text";
 
 /**
  * The pipelines half of the hosted API, as zod schemas shared by the route handlers,
@@ -10,26 +12,25 @@ export const LIMITS = {
   metadataKeyChars: 128,
   metadataValueChars: 512,
   pipelineNameChars: 200,
+  inValues: 100,
+  searchChars: 500,
+  sampleSize: 1_000_000,
+  retentionDays: 36_500,
+  cursorChars: 256,
 } as const;
 
-/**
- * Postgres text and jsonb cannot hold U+0000: refused here with a 400 naming the field, rather
- * than failing in the database (where it would also fail every add batched with it).
- */
-const noNul = <S extends z.ZodString>(schema: S) =>
-  schema.refine((s) => !s.includes("\u0000"), "must not contain the NUL character (\\u0000)");
-
+/** The plain chat message of completions (a sample's messages may also be tool calls: messages.ts). */
 export const ChatMessageSchema = z.strictObject({
   role: z.enum(["system", "user", "assistant"]),
-  content: noNul(z.string()),
+  content: storable(z.string()),
 });
 
-const Label = noNul(z.string().min(1, "must not be empty").max(LIMITS.labelChars));
+const Label = storable(z.string().min(1, "must not be empty").max(LIMITS.labelChars));
 
 export const MetadataSchema = z
   .record(
-    noNul(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)),
-    noNul(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars)),
+    storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)),
+    storable(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars)),
   )
   .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
     message: `at most ${LIMITS.metadataKeys} keys`,
@@ -38,31 +39,92 @@ export const MetadataSchema = z
 /** `null` is accepted wherever a label is optional and means "not given". */
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 
-export const CreatePipelineBody = z.strictObject({
-  name: noNul(z.string().trim().min(1, "must not be empty").max(LIMITS.pipelineNameChars)),
+const PipelineName = storable(z.string().trim().min(1, "must not be empty").max(LIMITS.pipelineNameChars));
+
+export const CreatePipelineBody = z.strictObject({ name: PipelineName });
+
+/**
+ * PATCH /v1/pipelines/:id. `retentionDays: null` removes the retention period (samples are kept
+ * forever); a field that is absent (or `name: null`) is left as it is.
+ */
+export const UpdatePipelineBody = z.strictObject({
+  name: optional(PipelineName),
+  retentionDays: z.number().int().min(1).max(LIMITS.retentionDays).nullable().optional(),
 });
+export type UpdatePipelineInput = z.infer<typeof UpdatePipelineBody>;
 
 export const AddSampleBody = z.strictObject({
-  messages: z.array(ChatMessageSchema).min(1, "must contain at least one message"),
+  messages: z.array(SampleMessageSchema).min(1, "must contain at least one message"),
   userId: optional(Label),
   groupId: optional(Label),
   metadata: optional(MetadataSchema),
 });
 export type AddSampleInput = z.infer<typeof AddSampleBody>;
 
+const LabelValue = storable(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars));
+
+/**
+ * One metadata filter: a string (equality) or one operator. `$ne` also matches samples without
+ * the key; `$in` any of 1-100 values; `$exists` whether the key is there; `$prefix` values that
+ * start with the given (non-empty) string.
+ */
+export const MetadataCondition = z.union(
+  [
+    LabelValue,
+    z.strictObject({ $ne: LabelValue }),
+    z.strictObject({ $in: z.array(LabelValue).min(1).max(LIMITS.inValues) }),
+    z.strictObject({ $exists: z.boolean() }),
+    z.strictObject({ $prefix: LabelValue.min(1, "must not be empty") }),
+  ],
+  {
+    error:
+      'must be a string or one operator object: {"$ne": string}, {"$in": [string, …]}, {"$exists": boolean} or {"$prefix": string}',
+  },
+);
+export type MetadataCondition = z.infer<typeof MetadataCondition>;
+
+export const MetadataFilterSchema = z
+  .record(storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)), MetadataCondition)
+  .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
+    message: `at most ${LIMITS.metadataKeys} keys`,
+  });
+export type MetadataFilter = z.infer<typeof MetadataFilterSchema>;
+
+/** An ISO 8601 timestamp with a zone (`Z` or an offset); kept as given, so microseconds survive. */
+const Timestamp = z.iso.datetime({ offset: true, error: "must be an ISO 8601 timestamp with a time zone" });
+
+export const SampleSpec = z.strictObject({
+  size: z.number().int().min(1).max(LIMITS.sampleSize),
+  seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
+
 export const SelectionFilterShape = {
   userId: optional(Label),
   groupId: optional(Label),
-  metadata: optional(MetadataSchema),
+  metadata: optional(MetadataFilterSchema),
+  createdAfter: optional(Timestamp),
+  createdBefore: optional(Timestamp),
+  search: optional(storable(z.string().min(1, "must not be empty").max(LIMITS.searchChars))),
+  sample: optional(SampleSpec),
   limit: optional(z.number().int().min(1)),
   offset: optional(z.number().int().min(0)),
 };
-export const SelectionBody = z.strictObject(SelectionFilterShape);
-export type Selection = z.infer<typeof SelectionBody>;
+/**
+ * A cursor: the id of a sample of the pipeline; the selection then lists only the samples after it
+ * in selection order (the other filters, `offset` and `limit` apply after it).
+ */
+const Cursor = storable(z.string().min(1, "must not be empty").max(LIMITS.cursorChars));
+
+export const SelectionBody = z.strictObject({ ...SelectionFilterShape, after: optional(Cursor) });
+/** A selection: its filters, paging and sampling, and (samples and count only) a cursor. */
+export type Selection = { [K in keyof typeof SelectionFilterShape]: z.infer<(typeof SelectionFilterShape)[K]> } & {
+  after?: string;
+};
 
 /** count lists metadata as a string in the spec: accept an object or a JSON-encoded object. */
 export const CountBody = z.strictObject({
   ...SelectionFilterShape,
+  after: optional(Cursor),
   metadata: z.preprocess((v) => {
     if (typeof v !== "string") return v;
     try {
@@ -70,7 +132,7 @@ export const CountBody = z.strictObject({
     } catch {
       return v; // fails the object schema below with a clear message
     }
-  }, optional(MetadataSchema)),
+  }, optional(MetadataFilterSchema)),
 });
 
 // ---- responses ----
@@ -81,6 +143,8 @@ export const PipelineSchema = z.object({
   name: z.string(),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
+  /** Beyond the spec: samples older than this many days are deleted; null keeps them. */
+  retentionDays: z.number().int().min(1).nullable(),
 });
 export type PipelineDto = z.infer<typeof PipelineSchema>;
 

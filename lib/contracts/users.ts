@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { storable } from "./text";
 
 /**
  * Users and sign-up, shared by the services, the CLI and the dashboard's forms (this file is
@@ -7,12 +8,12 @@ import { z } from "zod";
 export const UserInput = z.object({
   email: z.email("must be an email address").transform((e) => e.toLowerCase()),
   password: z.string().min(8, "must be at least 8 characters").max(200),
-  name: z.string().trim().max(200).optional(),
+  name: storable(z.string().trim().max(200)).optional(),
 });
 
 /** Dashboard sign-up: the user fields plus an optional team name (default: from the email). */
 export const SignUpInput = UserInput.extend({
-  teamName: z.string().trim().max(100).optional(),
+  teamName: storable(z.string().trim().max(100)).optional(),
 });
 export type SignUpInput = z.input<typeof SignUpInput>;
 

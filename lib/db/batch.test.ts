@@ -78,6 +78,27 @@ describe("createBatcher", () => {
     expect(await call(6)).toBe(6);
   });
 
+  it("with isolateFailures, reruns a failed batch call by call: only the bad item fails", async () => {
+    const runs: number[][] = [];
+    const call = createBatcher(
+      async (items: number[]) => {
+        runs.push(items);
+        if (items.includes(99)) throw new Error("statement failed");
+        return items;
+      },
+      { maxInFlight: 1, maxBatch: 100, isolateFailures: true },
+    );
+    const first = call(0); // alone, in flight: the next three queue up into one batch
+    const settled = Promise.allSettled([call(4), call(99), call(5)]);
+    expect(await first).toBe(0);
+    expect((await settled).map((s) => (s.status === "fulfilled" ? s.value : (s.reason as Error).message))).toEqual([
+      4,
+      "statement failed",
+      5,
+    ]);
+    expect(runs).toEqual([[0], [4, 99, 5], [4], [99], [5]]);
+  });
+
   it("rejects every call of a batch when run returns the wrong number of results", async () => {
     const call = createBatcher(async () => [1], { maxInFlight: 1, maxBatch: 100 });
     const a = call(1);

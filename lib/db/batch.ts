@@ -6,7 +6,12 @@
  * while a busy one pays one round trip, one parse and one commit per batch instead of per call.
  *
  * `run` gets the items in arrival order and returns one result per item, in the same order
- * (an Error in a slot fails that call alone). A rejected `run` fails every call of its batch.
+ * (an Error in a slot fails that call alone). A rejected `run` fails every call of its batch,
+ * unless `isolateFailures`: then each call of a failed batch is run again on its own, so one bad
+ * item (one that makes the whole statement fail) fails only its own call, never its neighbours'.
+ *
+ * `.many(items)` queues several items at once (add-batch): they go out together in as few
+ * batches as `maxBatch` and `maxWeight` allow, rather than the first ones alone.
  */
 export function createBatcher<I, O>(
   run: (items: I[]) => Promise<(O | Error)[]>,
@@ -16,8 +21,9 @@ export function createBatcher<I, O>(
     /** With `maxWeight`: a batch stops growing past this total (a single heavier item goes alone). */
     weight?: (item: I) => number;
     maxWeight?: number;
+    isolateFailures?: boolean;
   },
-): (item: I) => Promise<O> {
+): Batcher<I, O> {
   type Pending = { item: I; resolve: (o: O) => void; reject: (e: unknown) => void };
   let queue: Pending[] = [];
   let inFlight = 0;
@@ -45,7 +51,15 @@ export function createBatcher<I, O>(
             else p.resolve(r);
           });
         })
-        .catch((err: unknown) => batch.forEach((p) => p.reject(err)))
+        .catch((err: unknown) => {
+          if (!options.isolateFailures || batch.length === 1) return batch.forEach((p) => p.reject(err));
+          for (const p of batch) {
+            run([p.item]).then(
+              ([r]) => (r instanceof Error ? p.reject(r) : p.resolve(r as O)),
+              (e: unknown) => p.reject(e),
+            );
+          }
+        })
         .finally(() => {
           inFlight--;
           flush();
@@ -53,12 +67,22 @@ export function createBatcher<I, O>(
     }
   };
 
-  return (item) =>
+  const one = (item: I) =>
     new Promise<O>((resolve, reject) => {
       queue.push({ item, resolve, reject });
       flush();
     });
+  const many = (items: I[]) => {
+    const promises = items.map((item) => new Promise<O>((resolve, reject) => queue.push({ item, resolve, reject })));
+    flush();
+    return Promise.allSettled(promises);
+  };
+  return Object.assign(one, { many });
 }
+
+export type Batcher<I, O> = ((item: I) => Promise<O>) & {
+  many: (items: I[]) => Promise<PromiseSettledResult<O>[]>;
+};
 
 /** One batcher per database client (a pool, or a transaction's connection). */
 export function perClient<C extends object, F>(create: (client: C) => F): (client: C) => F {

@@ -1,14 +1,22 @@
 import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
+import { takeRequest, teamLimits } from "../limits";
 import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
+import { observeResponse } from "../observe/request";
 import { errorResponse, newRequestId } from "./respond";
-import { handlerResponse, routeParams, validBody, type RouteContext } from "./route-parts";
+import { idempotencyKeyOf, idempotentJson } from "./idempotency";
+import { bodyOf, handlerResponse, jsonTextResponse, routeParams, type RouteContext } from "./route-parts";
 
 type Options<B extends z.ZodType | undefined> = {
   /** `api`: Bearer API key required (default). `none`: public (the handler checks what it needs). */
   auth?: "api" | "none";
   /** Zod schema of the JSON body; the body is read (with the size limit) only when given. */
   body?: B;
+  /**
+   * Honours an `Idempotency-Key` header (lib/services/idempotency.ts): the handler runs once per
+   * key and request, and a repeat gets the first response. The handler returns a plain value.
+   */
+  idempotent?: true;
 };
 
 type Handler<B extends z.ZodType | undefined, A extends "api" | "none"> = (ctx: {
@@ -31,25 +39,37 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
 ) {
   return async (req: Request, context: RouteContext): Promise<Response> => {
     const requestId = newRequestId();
+    const startedAt = performance.now();
+    let teamId: string | undefined;
+    let res: Response;
     try {
       const handle = getDb();
       const principal =
         (options.auth ?? "api") === "api"
           ? await authenticateKey(handle.db, req.headers.get("authorization"), "api")
           : undefined;
-      const body = await validBody(req, options.body);
+      teamId = principal?.team.id;
+      const limitHeaders = principal ? takeRequest(principal.key.id, teamLimits(principal.team)) : {};
+      const key = options.idempotent ? idempotencyKeyOf(req.headers.get("idempotency-key")) : undefined;
+      const { raw, value: body } = await bodyOf(req, options.body);
       const params = await routeParams(context);
-      const result = await handler({
-        req,
-        requestId,
-        handle,
-        params,
-        body: body as never,
-        principal: principal as never,
-      });
-      return handlerResponse(result, requestId);
+      const run = () => handler({ req, requestId, handle, params, body: body as never, principal: principal as never });
+      if (!options.idempotent || !principal) res = handlerResponse(await run(), requestId, limitHeaders);
+      else {
+        const path = new URL(req.url).pathname;
+        const result = await idempotentJson(
+          handle,
+          { teamId: principal.team.id, key, method: req.method, path, body: raw, status: 200 },
+          run,
+        );
+        res = jsonTextResponse(result.json, result.status, requestId, {
+          ...limitHeaders,
+          ...(result.replayed ? { "idempotent-replayed": "true" } : {}),
+        });
+      }
     } catch (err) {
-      return errorResponse(err, requestId);
+      res = errorResponse(err, requestId);
     }
+    return observeResponse(req, context, { requestId, startedAt, teamId }, res);
   };
 }

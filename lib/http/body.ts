@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import { invalidRequest, payloadTooLarge } from "../errors";
 
 /**
@@ -13,6 +14,29 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   // With a Content-Length, Node's HTTP parser delivers exactly that many bytes: read them in one
   // go (the common case, and the cheaper one). Without it (chunked), count while reading.
   const bytes = Number.isFinite(declared) ? Buffer.from(await req.arrayBuffer()) : await readLimited(req.body, limit);
+  return parseJsonBytes(bytes);
+}
+
+/** `readJsonBody` for a Node request (Pages Router API routes): the same limit, the same errors. */
+export async function readNodeJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  const declared = Number(req.headers["content-length"] ?? NaN);
+  if (declared > limit) throw payloadTooLarge(limit);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      // The rest is discarded as it arrives, within bounds (see discardRest in nodeApiRoute).
+      req.resume();
+      throw payloadTooLarge(limit);
+    }
+    chunks.push(chunk);
+  }
+  return parseJsonBytes(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+}
+
+/** A body's bytes as JSON; blank reads as `{}`. */
+function parseJsonBytes(bytes: Buffer): unknown {
   const text = bytes.toString("utf8");
   if (text.trim() === "") return {};
   try {

@@ -7,6 +7,7 @@ import { ApiError, type ErrorBody } from "../errors";
 import { InferenceError } from "../inference/client";
 import { toApiError } from "../services/inference-routing";
 import { sseFrame } from "./sse";
+import { logger } from "../observe/log";
 
 /** The client went away: the request to the worker was aborted on purpose, nothing to report. */
 export const clientGone = (e: unknown) => e instanceof Error && e.name === "AbortError";
@@ -15,7 +16,7 @@ export const clientGone = (e: unknown) => e instanceof Error && e.name === "Abor
 export function midStreamError(e: unknown, requestId: string): ErrorBody["error"] {
   if (e instanceof ApiError) return e.toBody().error;
   if (e instanceof InferenceError) return toApiError(e).toBody().error;
-  console.error(`[${requestId}] stream failed`, e);
+  logger().error({ reqId: requestId, err: e }, "stream failed");
   return { type: "internal", message: `The generation stopped unexpectedly (request id ${requestId}).` };
 }
 

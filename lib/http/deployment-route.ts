@@ -5,10 +5,13 @@
 import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
+import { takeRequest, teamLimits } from "../limits";
 import { authenticateKey } from "../services/api-keys";
+import type { CompletionMeter } from "../services/completion-events";
 import { authorizeDeployment, findDeploymentByPath } from "../services/deployments";
 import { withCors } from "./cors";
 import { queryAuthorization } from "./deployment-query";
+import { observeResponse } from "../observe/request";
 import { errorResponse, newRequestId } from "./respond";
 import { validBody, type RouteContext } from "./route-parts";
 
@@ -21,6 +24,8 @@ export type DeploymentContext = {
   team: Team;
   /** Aborted when the client disconnects (or the response stream is cancelled via `abort`). */
   signal: AbortSignal;
+  /** What the generation counts against: the model key's quota, the metrics, usage. */
+  meter: CompletionMeter;
   abort: () => void;
 };
 
@@ -30,28 +35,33 @@ export function deploymentRoute<B extends z.ZodType | undefined = undefined>(
 ) {
   return async (req: Request, context: RouteContext): Promise<Response> => {
     const requestId = newRequestId();
+    const startedAt = performance.now();
+    let teamId: string | undefined;
     const controller = new AbortController();
     const abort = () => controller.abort();
     if (req.signal.aborted) abort();
     else req.signal.addEventListener("abort", abort, { once: true });
     let res: Response;
+    let limitHeaders: Record<string, string> = {};
     try {
       const handle = getDb();
       const url = new URL(req.url);
       const authorization = req.headers.get("authorization") ?? (req.method === "GET" ? queryAuthorization(url) : null);
       const params = await context.params;
       const path = { teamSlug: String(params.team ?? ""), name: String(params.name ?? "") };
-      // The body is read and both lookups run at once: all three are on the path to the first
-      // token. A bad key or deployment still answers before a bad body does.
-      const body = validBody(req, options.body);
-      body.catch(() => {}); // its error is thrown below, once the key has been accepted
+      // The key and the deployment first (both usually from this process's cache), the body only
+      // for a caller allowed here: an anonymous client cannot make the app read 1 MiB.
       const [principal, found] = await Promise.all([
         authenticateKey(handle.db, authorization, "model"),
         findDeploymentByPath(handle.db, path),
       ]);
       const deployment = authorizeDeployment(principal, path, found);
+      teamId = principal.team.id;
+      const limits = teamLimits(principal.team);
+      limitHeaders = takeRequest(principal.key.id, limits);
+      const body = await validBody(req, options.body);
       res = await handler({
-        body: (await body) as never,
+        body: body as never,
         req,
         url,
         requestId,
@@ -60,11 +70,13 @@ export function deploymentRoute<B extends z.ZodType | undefined = undefined>(
         team: principal.team,
         signal: controller.signal,
         abort,
+        meter: { quota: { keyId: principal.key.id, limits }, teamSlug: principal.team.slug },
       });
     } catch (err) {
       res = errorResponse(err, requestId);
     }
+    for (const [k, v] of Object.entries(limitHeaders)) res.headers.set(k, v);
     res.headers.set("x-request-id", requestId);
-    return withCors(res);
+    return observeResponse(req, context, { requestId, startedAt, teamId }, withCors(res));
   };
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { ZodError } from "zod";
 import { ApiError, fromZodError, type ErrorBody } from "../errors";
+import { logger } from "../observe/log";
 
 export function newRequestId(): string {
   return `req_${randomUUID().replace(/-/g, "")}`;
@@ -18,19 +19,29 @@ export function jsonResponse(data: unknown, init: ResponseInit = {}): Response {
  * and answered as a bare 500.
  */
 export function errorResponse(err: unknown, requestId: string): Response {
+  const { status, body, headers } = errorPayload(err, requestId);
+  return jsonResponse(body, { status, headers: { ...headers, "x-request-id": requestId } });
+}
+
+/** The status and error body for a thrown value (see errorResponse). */
+export function errorPayload(
+  err: unknown,
+  requestId: string,
+): { status: number; body: ErrorBody; headers?: Record<string, string> } {
   let status: number;
   let body: ErrorBody;
   if (err instanceof ApiError) {
     status = err.status;
     body = err.toBody();
+    if (err.headers) return { status, body, headers: err.headers };
   } else if (err instanceof ZodError) {
     const e = fromZodError(err);
     status = e.status;
     body = e.toBody();
   } else {
-    console.error(`[${requestId}] unhandled error`, err);
+    logger().error({ reqId: requestId, err }, "unhandled error");
     status = 500;
     body = { error: { type: "internal", message: `Internal server error (request id ${requestId}).` } };
   }
-  return jsonResponse(body, { status, headers: { "x-request-id": requestId } });
+  return { status, body };
 }

@@ -19,8 +19,32 @@ export async function routeParams(context: RouteContext): Promise<Record<string,
 export async function validBody<S extends z.ZodType>(req: Request, schema: S): Promise<z.infer<S>>;
 export async function validBody(req: Request, schema: z.ZodType | undefined): Promise<unknown>;
 export async function validBody(req: Request, schema: z.ZodType | undefined): Promise<unknown> {
-  if (!schema) return undefined;
-  const parsed = schema.safeParse(await readJsonBody(req, env().MAX_BODY_BYTES));
+  return (await bodyOf(req, schema)).value;
+}
+
+/** The JSON body as sent (`raw`, what an idempotency key compares) and as validated (`value`). */
+export async function bodyOf(req: Request, schema: z.ZodType | undefined): Promise<{ raw: unknown; value: unknown }> {
+  if (!schema) return { raw: undefined, value: undefined };
+  const raw = await readJsonBody(req, env().MAX_BODY_BYTES);
+  return { raw, value: validated(schema, raw) };
+}
+
+/** A JSON text as a response with its status, the request id and the given headers. */
+export function jsonTextResponse(
+  json: string,
+  status: number,
+  requestId: string,
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(json, {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", "x-request-id": requestId, ...headers },
+  });
+}
+
+/** `value` checked against `schema`: a failure is the 400 naming the offending parameter. */
+export function validated<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+  const parsed = schema.safeParse(value);
   if (!parsed.success) throw fromZodError(parsed.error);
   return parsed.data;
 }
@@ -28,6 +52,7 @@ export async function validBody(req: Request, schema: z.ZodType | undefined): Pr
 /** A handler's Response as is, or its plain value as JSON with status 200; both carry the request id. */
 export function handlerResponse(result: unknown, requestId: string, headers: Record<string, string> = {}): Response {
   if (result instanceof Response) {
+    for (const [k, v] of Object.entries(headers)) result.headers.set(k, v);
     result.headers.set("x-request-id", requestId);
     return result;
   }

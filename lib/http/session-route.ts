@@ -2,12 +2,20 @@ import type { z } from "zod";
 import { currentTeamContext, type TeamContext } from "../auth/session";
 import { getDb, type DbHandle } from "../db/client";
 import { ApiError, forbidden } from "../errors";
+import { observeResponse } from "../observe/request";
 import { errorResponse, newRequestId } from "./respond";
 import { handlerResponse, routeParams, validBody, type RouteContext } from "./route-parts";
 
 type Options<B extends z.ZodType | undefined, A extends "session" | "none"> = {
   /** `session` (default): a signed-in user with a team. `none`: public (sign-up). */
   auth?: A;
+  /**
+   * `owner`: only owners of the current team may (revoking keys, deleting datasets: what would
+   * let a member take away the team's credentials or data); members get 403.
+   */
+  role?: "owner";
+  /** What the route does, for the 403 message ("revoke keys"). */
+  action?: string;
   /** Zod schema of the JSON body (the same contract as the hosted API where there is one). */
   body?: B;
 };
@@ -34,28 +42,43 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
 ) {
   return async (req: Request, context: RouteContext): Promise<Response> => {
     const requestId = newRequestId();
+    const startedAt = performance.now();
+    let teamId: string | undefined;
+    let res: Response;
     try {
-      // Session cookies are SameSite=Lax; refusing a foreign Origin on writes closes the rest of CSRF.
-      if (req.method !== "GET" && req.method !== "HEAD") assertSameOrigin(req);
+      // Session cookies are SameSite=Lax, which still sends them on a cross-site top-level GET (a
+      // link to the playground's stream would start a generation): every method is checked.
+      assertSameOrigin(req);
       const handle = getDb();
       let session: TeamContext | undefined;
       if ((options.auth ?? "session") === "session") {
         session = (await currentTeamContext()) ?? undefined;
         if (!session) throw unsignedIn();
+        teamId = session.team.id;
+        if (options.role === "owner" && session.team.role !== "owner") {
+          throw forbidden(`Only owners of the team can ${options.action ?? "do this"}.`);
+        }
       }
       const body = await validBody(req, options.body);
       const params = await routeParams(context);
       const result = await handler({ req, requestId, handle, params, body: body as never, session: session as never });
-      return handlerResponse(result, requestId, { "cache-control": "no-store" });
+      res = handlerResponse(result, requestId, { "cache-control": "no-store" });
     } catch (err) {
       // The browser went away (react-query cancels a superseded page): nothing to report.
-      if (req.signal.aborted) return new Response(null, { status: 499 });
-      return errorResponse(err, requestId);
+      res = req.signal.aborted ? new Response(null, { status: 499 }) : errorResponse(err, requestId);
     }
+    return observeResponse(req, context, { requestId, startedAt, teamId }, res);
   };
 }
 
+/**
+ * Refuses requests a browser made for another site: `Sec-Fetch-Site` (sent by every current
+ * browser, on GET too) must be same-origin, or none (typed or bookmarked); a foreign `Origin` is
+ * refused as well, for browsers that send no fetch metadata. Non-browser clients send neither.
+ */
 function assertSameOrigin(req: Request): void {
+  const site = req.headers.get("sec-fetch-site");
+  if (site && site !== "same-origin" && site !== "none") throw forbidden("Cross-site request refused.");
   const origin = req.headers.get("origin");
   if (!origin) return; // not a browser, or a same-origin request of an older browser
   const host = req.headers.get("x-forwarded-host") ?? req.headers.get("host");

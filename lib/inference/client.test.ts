@@ -2,15 +2,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import type { GenerationStreamEvent } from "../contracts/generation";
-import { InferenceClient, InferenceError } from "./client";
+import { InferenceClient, InferenceError, WorkerTimeoutError } from "./client";
 
 let server: Server | undefined;
 
-async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<InferenceClient> {
+async function serve(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  timeouts?: ConstructorParameters<typeof InferenceClient>[0]["timeouts"],
+): Promise<InferenceClient> {
   server = createServer(handler);
   await new Promise<void>((r) => server!.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
-  return new InferenceClient({ url: `http://127.0.0.1:${port}`, secret: "s3cret" });
+  return new InferenceClient({ url: `http://127.0.0.1:${port}`, secret: "s3cret", timeouts });
 }
 
 afterEach(async () => {
@@ -149,5 +152,52 @@ describe("InferenceClient", () => {
     await client.generate(request);
     expect(answered).toBe(2);
     expect(requestsOn.size).toBe(2);
+  });
+
+  describe("timeouts: a frozen worker never holds a request forever", () => {
+    it("gives up on a worker that accepts the connection but never answers", async () => {
+      const client = await serve(() => {}, { responseMs: 300 }); // reads nothing, answers nothing
+      const t0 = Date.now();
+      await expect(client.generate(request)).rejects.toBeInstanceOf(WorkerTimeoutError);
+      expect(Date.now() - t0).toBeLessThan(2_000);
+    });
+
+    it("ends a stream whose worker goes silent mid-answer, and a silent non-streamed answer", async () => {
+      const client = await serve(
+        (_req, res) => {
+          res.writeHead(200, { "content-type": "application/x-ndjson" });
+          res.write(line({ type: "delta", index: 0, text: "a" } as GenerationStreamEvent));
+        },
+        { idleMs: 300 },
+      );
+      const events = await client.open(request);
+      await expect(collect(events)).rejects.toMatchObject({ status: 504 });
+      await expect(client.generate(request)).rejects.toMatchObject({ status: 504 });
+    });
+
+    it("waits as long as the worker keeps the answer alive with blank lines", async () => {
+      const client = await serve(
+        (_req, res) => {
+          res.writeHead(200, { "content-type": "application/x-ndjson" });
+          let beats = 0;
+          const beat = setInterval(() => {
+            if (++beats < 6) return void res.write("\n"); // 6 × 100 ms: twice the idle timeout
+            clearInterval(beat);
+            res.end(line({ type: "delta", index: 0, text: "late" } as GenerationStreamEvent) + line(done));
+          }, 100);
+        },
+        { idleMs: 300 },
+      );
+      const events = await collect(await client.open(request));
+      expect(events.map((e) => e.type)).toEqual(["delta", "done"]);
+    });
+
+    it("reads an error body that replaces a non-streamed result after the answer started", async () => {
+      const client = await serve((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end("   " + JSON.stringify({ error: { type: "internal", message: "forward pass failed" } }));
+      });
+      await expect(client.generate(request)).rejects.toMatchObject({ status: 500, message: "forward pass failed" });
+    });
   });
 });

@@ -3,6 +3,7 @@
 // this client, and undici's body (a web stream fed from a wasm parser, one promise per read)
 // cost the app about twice the CPU per relayed token of a Node stream read in chunks.
 import http, { type IncomingMessage } from "node:http";
+import { env } from "@/lib/env";
 import type {
   GenerationErrorBody,
   GenerationRequestInput,
@@ -25,10 +26,30 @@ export class InferenceError extends Error {
 export interface InferenceClientOptions {
   url: string;
   secret: string;
+  /** Defaults: WORKER_CONNECT_TIMEOUT_MS, WORKER_RESPONSE_TIMEOUT_MS, WORKER_IDLE_TIMEOUT_MS. */
+  timeouts?: Partial<WorkerTimeouts>;
+}
+
+/**
+ * A worker that stops answering (frozen, overloaded machine, half-open socket) must not hold a
+ * request forever: connecting, the response's start (the worker answers as soon as it has
+ * accepted a generation) and every gap in its body are bounded. The worker writes a blank line
+ * (or a space) at least every third of the idle timeout while a generation waits in its queue.
+ */
+export type WorkerTimeouts = { connectMs: number; responseMs: number; idleMs: number };
+
+/** The worker did not connect or start its answer in time: it may be tried again elsewhere. */
+export class WorkerTimeoutError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "WorkerTimeoutError";
+  }
 }
 
 export interface CallOptions {
   signal?: AbortSignal;
+  /** Sent as x-request-id, so the worker's log lines name the request. */
+  requestId?: string;
 }
 
 /**
@@ -38,11 +59,34 @@ export interface CallOptions {
 const agent = new http.Agent({ keepAlive: true, scheduling: "lifo" });
 
 export class InferenceClient {
-  constructor(private readonly opts: InferenceClientOptions) {}
+  private readonly timeouts: WorkerTimeouts;
+
+  constructor(private readonly opts: InferenceClientOptions) {
+    const e = env();
+    this.timeouts = {
+      connectMs: e.WORKER_CONNECT_TIMEOUT_MS,
+      responseMs: e.WORKER_RESPONSE_TIMEOUT_MS,
+      idleMs: e.WORKER_IDLE_TIMEOUT_MS,
+      ...opts.timeouts,
+    };
+  }
 
   async generate(request: GenerationRequestInput, opts: CallOptions = {}): Promise<GenerationResult> {
-    const res = await this.request("POST", "/generate", request, opts.signal);
-    return JSON.parse(await readText(res)) as GenerationResult;
+    const res = await this.request("POST", "/generate", request, opts);
+    let text: string;
+    try {
+      text = await readText(res);
+    } catch (e) {
+      if (opts.signal?.aborted)
+        throw opts.signal.reason instanceof Error ? opts.signal.reason : new DOMException("aborted", "AbortError");
+      if (e instanceof InferenceError) throw e; // the worker went silent
+      throw new InferenceError(502, "internal", "the worker closed the connection before it finished");
+    }
+    // The worker starts its answer once the generation is accepted; a failure after that comes
+    // as an error body in place of the result.
+    const value = JSON.parse(text) as GenerationResult | GenerationErrorBody;
+    if ("error" in value) throw new InferenceError(500, value.error.type, value.error.message, value.error.param);
+    return value;
   }
 
   /** Events as they arrive; an "error" event mid-stream is thrown as an InferenceError. */
@@ -56,7 +100,7 @@ export class InferenceClient {
    * otherwise. Iterating the result reads the events as they arrive.
    */
   async open(request: GenerationRequestInput, opts: CallOptions = {}): Promise<AsyncIterable<GenerationStreamEvent>> {
-    const res = await this.request("POST", "/generate-stream", request, opts.signal);
+    const res = await this.request("POST", "/generate-stream", request, opts);
     return readEvents(res, opts.signal);
   }
 
@@ -75,9 +119,12 @@ export class InferenceClient {
    * router fails over on those). An aborted `signal` destroys the request, which the worker sees
    * as a disconnect and cancels the generation.
    */
-  private request(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<IncomingMessage> {
+  private request(method: string, path: string, body?: unknown, opts: CallOptions = {}): Promise<IncomingMessage> {
+    const { signal, requestId } = opts;
+    const { connectMs, responseMs, idleMs } = this.timeouts;
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { authorization: `Bearer ${this.opts.secret}` };
+    if (requestId) headers["x-request-id"] = requestId;
     if (payload !== undefined) {
       headers["content-type"] = "application/json";
       headers["content-length"] = String(Buffer.byteLength(payload));
@@ -85,7 +132,31 @@ export class InferenceClient {
     const attempt = (retried: boolean): Promise<IncomingMessage> =>
       new Promise((resolve, reject) => {
         const req = http.request(`${this.opts.url}${path}`, { method, headers, agent, signal });
+        const fail = (message: string) => req.destroy(new WorkerTimeoutError(message));
+        const responseTimer = setTimeout(() => fail(`the worker did not answer within ${responseMs} ms`), responseMs);
+        req.once("socket", (socket) => {
+          if (!socket.connecting) return; // a kept-alive connection
+          const connectTimer = setTimeout(
+            () => fail(`could not connect to the worker within ${connectMs} ms`),
+            connectMs,
+          );
+          socket.once("connect", () => clearTimeout(connectTimer));
+          req.once("close", () => clearTimeout(connectTimer));
+        });
+        req.once("close", () => clearTimeout(responseTimer));
         req.once("response", (res) => {
+          clearTimeout(responseTimer);
+          // Every gap in the body is bounded too (the worker sends keep-alive blank lines). The
+          // socket is kept alive for later requests: the timer and its listener go with this response.
+          const socket = res.socket;
+          const onIdle = () =>
+            res.destroy(new InferenceError(504, "internal", `the worker sent nothing for ${idleMs} ms`));
+          socket.setTimeout(idleMs);
+          socket.on("timeout", onIdle);
+          res.once("close", () => {
+            socket.setTimeout(0);
+            socket.off("timeout", onIdle);
+          });
           const status = res.statusCode ?? 0;
           if (status >= 200 && status < 300) resolve(res);
           else toError(res).then(reject, reject);

@@ -6,7 +6,10 @@ import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKi
 import { newId } from "../ids";
 import type postgres from "postgres";
 import { createBatcher, perClient } from "../db/batch";
+import type { TeamLimitOverrides } from "../contracts/limits";
+import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
+import { logger } from "../observe/log";
 
 export type CreatedKey = { key: ApiKey; secret: string };
 
@@ -64,6 +67,9 @@ export async function revokeApiKey(db: DbOrTx, input: { id: string; teamId?: str
     .where(where)
     .returning();
   if (!key) throw notFound(`No key with id '${input.id}'.`, "id");
+  // Other processes drop their cached keys when the NOTIFY of this commit reaches them; this one
+  // at once, so the very next request it serves already sees the revocation.
+  changeFeedOf(rawSql(db))?.invalidate("api_keys");
   return key;
 }
 
@@ -95,7 +101,7 @@ export async function authenticateKey(
         : "This is an API key; deployments take a model key.",
     );
   }
-  const row = await keyLookup(rawSql(db))(hashKeySecret(secret));
+  const row = await cachedKey(rawSql(db), hashKeySecret(secret));
   if (!row || row.kind !== expected) throw unauthorized(`Invalid ${what}.`);
   if (row.revoked_at) throw unauthorized(`This ${what} has been revoked.`);
   // drizzle's postgres.js client leaves timestamps as strings (drizzle maps them itself).
@@ -103,9 +109,33 @@ export async function authenticateKey(
   touchLastUsed(db, row.id, lastUsedAt);
   return {
     key: { id: row.id, kind: row.kind, deploymentId: row.deployment_id, lastUsedAt },
-    team: { id: row.team_id, slug: row.team_slug, name: row.team_name, createdAt: new Date(row.team_created_at) },
+    team: {
+      id: row.team_id,
+      slug: row.team_slug,
+      name: row.team_name,
+      createdAt: new Date(row.team_created_at),
+      limits: row.team_limits,
+    },
   };
 }
+
+/**
+ * A key row by hash: from this process's cache when the pool has a change feed (entries are
+ * dropped when api_keys, or teams, change: a revocation holds on every process within
+ * milliseconds), else from the database. Unknown hashes are not cached.
+ */
+function cachedKey(sql: postgres.Sql, hash: string): Promise<KeyRow | null> {
+  const feed = changeFeedOf(sql);
+  if (!feed) return keyLookup(sql)(hash);
+  const cache = feed.cache<string, KeyRow | null>("api_keys", KEY_CACHE);
+  return cache.get(
+    hash,
+    () => keyLookup(sql)(hash),
+    (row) => row !== null,
+  );
+}
+
+const KEY_CACHE = { tables: ["api_keys", "teams"], ttlMs: 5 * 60_000, maxEntries: 10_000 };
 
 /**
  * Key rows by hash. Concurrent lookups share one query (see createBatcher): every request still
@@ -116,7 +146,8 @@ const keyLookup = perClient((sql: postgres.Sql) =>
     async (hashes) => {
       const rows = await sql<(KeyRow & { hash: string })[]>`
         select k.hash, k.id, k.kind, k.deployment_id, k.last_used_at, k.revoked_at,
-               t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at
+               t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at,
+               t.limits as team_limits
         from api_keys k join teams t on t.id = k.team_id
         where k.hash in (select jsonb_array_elements_text(${JSON.stringify([...new Set(hashes)])}::jsonb))`;
       const byHash = new Map(rows.map((r) => [r.hash, r]));
@@ -136,6 +167,7 @@ type KeyRow = {
   team_slug: string;
   team_name: string;
   team_created_at: string;
+  team_limits: TeamLimitOverrides | null;
 };
 
 const lastTouched = new Map<string, number>();
@@ -156,6 +188,6 @@ function touchLastUsed(db: DbOrTx, keyId: string, lastUsedAt: Date | null): void
     )
     .then(
       () => {},
-      (err: unknown) => console.error("last_used_at update failed", err),
+      (err: unknown) => logger().error({ err: (err as Error).message }, "last_used_at update failed"),
     );
 }

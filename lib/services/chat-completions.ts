@@ -3,7 +3,7 @@ import type { ChatCompletionInput, ChatCompletionResult } from "../contracts/cha
 import type { GenerationResult, GenerationUsage } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
-import { notFound } from "../errors";
+import { ApiError, notFound } from "../errors";
 import { randomToken } from "../ids";
 import type { CompletionParams } from "./deployment-completions";
 import { getDeploymentByName } from "./deployments";
@@ -23,8 +23,10 @@ export async function resolveChatModel(
   if (slug !== team.slug) throw notFound(`No deployment '${model}'.`, "model");
   try {
     return { deployment: await getDeploymentByName(db, { teamId: team.id, name }, "model"), name: `${slug}/${name}` };
-  } catch {
-    throw notFound(`No deployment '${model}'.`, "model");
+  } catch (err) {
+    // Only "no such deployment" is a 404 naming `model`; a database failure stays a 500.
+    if (err instanceof ApiError && err.status === 404) throw notFound(`No deployment '${model}'.`, "model");
+    throw err;
   }
 }
 

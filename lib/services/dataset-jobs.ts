@@ -1,13 +1,14 @@
 import type { Readable } from "node:stream";
 import { finished } from "node:stream/promises";
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { copyTextUnescaper, countNewlines, inlineParams } from "../db/copy-text";
 import { rawSql } from "../db/raw";
 import type { Selection } from "../contracts/pipelines";
 import type { DbOrTx } from "../db/client";
-import { withinBound, type DatasetSelection, type SelectionBound } from "./datasets";
-import { selectionSource } from "./samples";
+import type { DatasetFile, DatasetOptions, DatasetStats } from "../contracts/dataset-options";
+import type { DatasetSelection } from "./datasets";
+import { selectionRows, whereOf, type SelectionBound } from "./selection-query";
 
 /**
  * The packager's side of datasets: claiming PROCESSING rows under a lease, renewing it,
@@ -20,6 +21,10 @@ export type DatasetJob = {
   name: string;
   pipelineId: string;
   selection: DatasetSelection;
+  options: DatasetOptions;
+  /** The `tokenizer` deployment's model, read at creation. */
+  tokenizerModel: string | null;
+  /** Samples selected at creation. */
   size: number;
   bound: SelectionBound;
   /** Claims so far, this one included. */
@@ -31,6 +36,8 @@ type JobRow = {
   name: string;
   pipeline_id: string;
   filter: DatasetSelection;
+  options: DatasetOptions;
+  tokenizer_model: string | null;
   size: number;
   until_created_at: string | null;
   until_sample_id: string | null;
@@ -41,9 +48,10 @@ const leaseHeld = (id: string, owner: string) =>
   sql`id = ${id} and lease_owner = ${owner} and status = 'PROCESSING' and deleted_at is null`;
 
 /**
- * Claims the oldest PROCESSING dataset whose lease is free or expired (a crashed worker's job
- * comes back here once its lease runs out). SKIP LOCKED: concurrent claimers never wait on
- * each other or get the same row.
+ * Claims a PROCESSING dataset whose lease is free or expired (a crashed worker's job comes back
+ * here once its lease runs out): of the team with the fewest datasets being packaged right now,
+ * the oldest. So teams take turns: one team's long queue never starves another team's dataset.
+ * SKIP LOCKED: concurrent claimers never wait on each other or get the same row.
  */
 export async function claimDataset(
   db: DbOrTx,
@@ -54,14 +62,16 @@ export async function claimDataset(
     set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
         attempts = d.attempts + 1, progress = 0, updated_at = now()
     from (
-      select id from datasets
+      select id from datasets q
       where status = 'PROCESSING' and deleted_at is null and (lease_expires_at is null or lease_expires_at < now())
-      order by created_at, id
+      order by (select count(*) from datasets r
+                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
+               created_at, id
       limit 1
       for update skip locked
     ) c
     where d.id = c.id
-    returning d.id, d.name, d.pipeline_id, d.filter, d.size, d.until_created_at::text as until_created_at,
+    returning d.id, d.name, d.pipeline_id, d.filter, d.options, d.tokenizer_model, d.size, d.until_created_at::text as until_created_at,
               d.until_sample_id, d.attempts`);
   if (!row) return undefined;
   return {
@@ -69,6 +79,8 @@ export async function claimDataset(
     name: row.name,
     pipelineId: row.pipeline_id,
     selection: row.filter,
+    options: row.options,
+    tokenizerModel: row.tokenizer_model,
     size: row.size,
     bound: row.until_created_at ? { createdAt: row.until_created_at, sampleId: row.until_sample_id! } : null,
     attempts: row.attempts,
@@ -88,19 +100,29 @@ export async function renewDatasetLease(
   return rows.length > 0;
 }
 
-/** PROCESSING → READY with the published file; false when the lease was lost meanwhile. */
+/**
+ * PROCESSING → READY with the published files and what packaging counted (`size` becomes the
+ * samples written); false when the lease was lost meanwhile.
+ */
 export async function completeDataset(
   db: DbOrTx,
-  input: { id: string; owner: string; blobKey: string; bytes: number; checksum: string; progress: number },
+  input: { id: string; owner: string; files: StoredFile[]; stats: DatasetStats; progress: number },
 ): Promise<boolean> {
+  const bytes = input.files.reduce((sum, f) => sum + f.bytes, 0);
+  const checksum = input.files.length === 1 ? input.files[0]!.checksum : null;
   const rows = await db.execute(sql`
-    update datasets set status = 'READY', blob_key = ${input.blobKey}, bytes = ${input.bytes},
-                        checksum = ${input.checksum}, progress = ${input.progress}, error = null,
+    update datasets set status = 'READY', blob_key = ${input.files[0]?.key ?? null}, bytes = ${bytes},
+                        checksum = ${checksum}, files = ${JSON.stringify(input.files)}::jsonb,
+                        stats = ${JSON.stringify(input.stats)}::jsonb, size = ${input.stats.included},
+                        progress = ${input.progress}, error = null,
                         lease_owner = null, lease_expires_at = null, updated_at = now()
     where ${leaseHeld(input.id, input.owner)}
     returning id`);
   return rows.length > 0;
 }
+
+/** A dataset file as the row keeps it: the public fields and its blob key. */
+export type StoredFile = DatasetFile & { key: string };
 
 /** PROCESSING → FAILED with a reason the user may read; false when the lease was lost meanwhile. */
 export async function failDataset(db: DbOrTx, input: { id: string; owner: string; reason: string }): Promise<boolean> {
@@ -126,51 +148,50 @@ export async function releaseDataset(
     where ${leaseHeld(input.id, input.owner)}`);
 }
 
-export type JsonlChunk = { chunk: Buffer; count: number };
+export type CopyChunk = { chunk: Buffer; count: number };
 
-/**
- * The frozen selection as JSONL, one `{"messages": [...]}` line per sample, in selection order;
- * Postgres renders the lines. Two readers of the same query, chosen by the server:
- * - real Postgres: one `COPY (SELECT line …) TO STDOUT`, streamed with backpressure — the
- *   fastest way out of the server (about the time of COPYing the messages alone), flat memory;
- * - the embedded database (PGlite, one backend shared by every process): keyset batches of
- *   `batchSize`, each a short statement, so the app is never locked out for the whole file.
- */
-export async function* datasetJsonl(
-  db: DbOrTx,
-  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
-  options: { batchSize: number },
-): AsyncGenerator<JsonlChunk> {
-  if (!job.bound) return;
-  if (await isEmbedded(db)) yield* keysetJsonl(db, job, options.batchSize);
-  else yield* copyJsonl(db, job);
-}
+/** The columns of the frozen selection's rows that packaging reads (see datasetCopy). */
+export type RowColumns = "line" | "row" | "parquet";
 
 const LINE = sql`'{"messages": ' || s.messages::text || '}'`;
+/**
+ * Tab-separated, every field free of raw tabs and newlines once unescaped (JSON text, ids,
+ * digits), so a row splits on them: the JSONL line, the id, and for Parquet the creation time
+ * in microseconds, user and group as JSON strings (or null) and the metadata's JSON (or null).
+ */
+const COLUMNS: Record<RowColumns, SQL> = {
+  line: LINE,
+  row: sql`${LINE}, s.id`,
+  parquet: sql`${LINE}, s.id, (extract(epoch from s.created_at) * 1000000)::bigint,
+    coalesce(to_json(s.user_id)::text, 'null'), coalesce(to_json(s.group_id)::text, 'null'),
+    coalesce(s.metadata::text, 'null')`,
+};
 
-const embedded = new WeakMap<object, Promise<boolean>>();
-function isEmbedded(db: DbOrTx): Promise<boolean> {
-  const client = rawSql(db);
-  let known = embedded.get(client);
-  if (!known) {
-    known = client`select version() like '%PGlite%' as pglite`.then((rows) => Boolean(rows[0]?.pglite));
-    embedded.set(client, known);
-  }
-  return known;
-}
-
-async function* copyJsonl(db: DbOrTx, job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">) {
-  const src = selectionSource(job.pipelineId, job.selection as Selection, true);
-  const where = [...src.where, withinBound(src, job.bound!)];
+/**
+ * The frozen selection in selection order, one row per sample with `columns` (one JSONL
+ * `{"messages": [...]}` line per sample for "line"). Postgres renders the rows and sends them with
+ * one `COPY (SELECT …) TO STDOUT`, streamed with backpressure: the fastest way out of the server
+ * (about the time of COPYing the messages alone), in flat memory. Chunks are unescaped; each row
+ * ends with a newline.
+ */
+export async function* datasetCopy(
+  db: DbOrTx,
+  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
+  columns: RowColumns = "line",
+): AsyncGenerator<CopyChunk> {
+  if (!job.bound) return;
+  const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound: job.bound });
   const query = new PgDialect().sqlToQuery(sql`
     copy (
-      select ${LINE} from ${src.from}
-      where ${sql.join(where, sql` and `)}
+      select ${COLUMNS[columns]} from ${src.from}
+      ${whereOf(src)}
       order by ${src.ts}, ${src.id}
       ${job.selection.limit !== undefined ? sql`limit ${job.selection.limit}` : sql``} offset ${job.selection.offset ?? 0}
     ) to stdout`);
-  // A connection of its own: nothing else may be queued behind the COPY on its socket.
+  // A connection of its own: nothing else may be queued behind the COPY on its socket. A file
+  // takes as long as it takes: the pool's statement timeout is lifted for the COPY.
   const reserved = await rawSql(db).reserve();
+  await reserved`set statement_timeout = 0`;
   const stream = await reserved.unsafe(inlineParams(query.sql, query.params)).readable();
   const unescape = copyTextUnescaper();
   try {
@@ -180,6 +201,7 @@ async function* copyJsonl(db: DbOrTx, job: Pick<DatasetJob, "pipelineId" | "sele
     }
   } finally {
     await settleCopy(stream);
+    await reserved`reset statement_timeout`.catch(() => {});
     reserved.release();
   }
 }
@@ -191,7 +213,7 @@ async function* copyJsonl(db: DbOrTx, job: Pick<DatasetJob, "pipelineId" | "sele
  * the end. A COPY stopped early (lease lost, shutdown) is drained first, its rest discarded (no
  * cancel request: one arriving late could cancel the connection's next query).
  */
-async function settleCopy(stream: Readable): Promise<void> {
+export async function settleCopy(stream: Readable): Promise<void> {
   const resumeSocket = () => (stream as unknown as { _read: (n: number) => void })._read(0);
   if (!stream.readableEnded) {
     stream.resume();
@@ -199,51 +221,4 @@ async function settleCopy(stream: Readable): Promise<void> {
     await finished(stream).catch(() => {});
   }
   resumeSocket();
-}
-
-/**
- * Keyset batches on (created_at, id); each batch is one row holding its lines concatenated (no
- * per-row work here). The next batch is fetched while the caller writes the current one.
- */
-async function* keysetJsonl(
-  db: DbOrTx,
-  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
-  batchSize: number,
-): AsyncGenerator<JsonlChunk> {
-  const src = selectionSource(job.pipelineId, job.selection as Selection, true);
-  const base = [...src.where, withinBound(src, job.bound!)];
-  let remaining = job.selection.limit ?? Number.POSITIVE_INFINITY;
-  type Row = { lines: string | null; n: number; last_ts: string | null; last_id: string | null };
-  const fetchBatch = async (after: { ts: string; id: string } | undefined, size: number) => {
-    const where = after ? [...base, sql`(${src.ts}, ${src.id}) > (${after.ts}::timestamptz, ${after.id})`] : base;
-    const [row] = await db.execute<Row>(sql`
-      with b as materialized (
-        select ${src.ts} as ts, ${src.id} as id, ${LINE} as line
-        from ${src.from}
-        where ${sql.join(where, sql` and `)}
-        order by ${src.ts}, ${src.id}
-        limit ${size} offset ${after ? 0 : (job.selection.offset ?? 0)}
-      )
-      select (select string_agg(b.line || E'\n', '' order by b.ts, b.id) from b) as lines,
-             (select count(*)::int from b) as n,
-             (select b.ts::text from b order by b.ts desc, b.id desc limit 1) as last_ts,
-             (select b.id from b order by b.ts desc, b.id desc limit 1) as last_id`);
-    return row!;
-  };
-  let next: Promise<Row> | undefined = fetchBatch(undefined, Math.min(batchSize, remaining));
-  try {
-    while (next) {
-      const size = Math.min(batchSize, remaining);
-      const row: Row = await next;
-      next = undefined;
-      remaining -= row.n;
-      if (row.n === size && remaining > 0) {
-        next = fetchBatch({ ts: row.last_ts!, id: row.last_id! }, Math.min(batchSize, remaining));
-      }
-      if (row.n > 0) yield { chunk: Buffer.from(row.lines!, "utf8"), count: row.n };
-    }
-  } finally {
-    // The caller stopped early: let a prefetch in flight settle without an unhandled rejection.
-    next?.catch(() => {});
-  }
 }

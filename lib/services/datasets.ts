@@ -3,17 +3,15 @@ import type { BlobStore, SignedDownload } from "../blob";
 import type { DatasetDto } from "../contracts/datasets";
 import type { Selection } from "../contracts/pipelines";
 import type { DbOrTx } from "../db/client";
-import { datasets, type Dataset } from "../db/schema";
-import { conflict, notFound } from "../errors";
+import type { DatasetOptions, SplitName } from "../contracts/dataset-options";
+import { datasets, deployments, type Dataset } from "../db/schema";
+import { conflict, invalidRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import { pipelineNotFound } from "./pipelines";
-import { selectionSource } from "./samples";
+import { filteredCount, listedCount, type SelectionBound } from "./selection-query";
 
 /** A selection's filters; absent keys are no filter. */
 export type DatasetSelection = Partial<Selection>;
-
-/** The frozen selection's upper bound in selection order; null when the pipeline was empty. */
-export type SelectionBound = { createdAt: string; sampleId: string } | null;
 
 /** The blob keys of one dataset all live under this prefix (one file per packaging attempt). */
 export const datasetBlobPrefix = (datasetId: string) => `datasets/${datasetId}/`;
@@ -34,6 +32,10 @@ export function toDatasetDto(row: Dataset, teamSlug: string): DatasetDto {
     bytes: row.bytes,
     checksum: row.checksum,
     error: row.error,
+    containsDeletedSamples: row.containsDeletedSamples,
+    options: row.options,
+    stats: row.stats,
+    files: row.files.map(({ key: _key, ...file }) => file),
   };
 }
 
@@ -48,11 +50,14 @@ export function toDatasetDto(row: Dataset, teamSlug: string): DatasetDto {
  */
 export async function createDataset(
   db: DbOrTx,
-  input: { teamId: string; pipelineId: string; name: string; selection: DatasetSelection },
+  input: { teamId: string; pipelineId: string; name: string; selection: DatasetSelection; options?: DatasetOptions },
 ): Promise<Dataset> {
+  const options = input.options ?? { format: "jsonl", compression: "none", dedupe: false };
+  const tokenizerModel = options.tokenizer ? await tokenizerModelOf(db, input.teamId, options.tokenizer) : null;
   const bound = await db.transaction(async (tx): Promise<SelectionBound> => {
     const found = await tx.execute(
-      sql`select id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId} for update`,
+      sql`select id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId} and deleted_at is null
+          for update`,
     );
     if (found.length === 0) throw pipelineNotFound(input.pipelineId);
     const [last] = await tx.execute<{ created_at: string; id: string }>(sql`
@@ -70,6 +75,8 @@ export async function createDataset(
         pipelineId: input.pipelineId,
         name: input.name,
         filter: input.selection,
+        options,
+        tokenizerModel,
         size,
         untilCreatedAt: bound?.createdAt ?? null,
         untilSampleId: bound?.sampleId ?? null,
@@ -82,11 +89,6 @@ export async function createDataset(
   }
 }
 
-/** The SQL condition "at or before the bound" on a selection source's order columns. */
-export function withinBound(src: ReturnType<typeof selectionSource>, bound: NonNullable<SelectionBound>) {
-  return sql`(${src.ts}, ${src.id}) <= (${bound.createdAt}::timestamptz, ${bound.sampleId})`;
-}
-
 async function countFrozenSelection(
   db: DbOrTx,
   pipelineId: string,
@@ -94,13 +96,17 @@ async function countFrozenSelection(
   bound: SelectionBound,
 ): Promise<number> {
   if (!bound) return 0;
-  const src = selectionSource(pipelineId, selection as Selection, false);
-  const where = [...src.where, withinBound(src, bound)];
-  const [row] = await db.execute<{ count: number }>(
-    sql`select count(*)::int as count from ${src.from} where ${sql.join(where, sql` and `)}`,
-  );
-  const total = Math.max(0, (row?.count ?? 0) - (selection.offset ?? 0));
-  return selection.limit === undefined ? total : Math.min(total, selection.limit);
+  return listedCount(selection, await filteredCount(db, pipelineId, selection as Selection, bound));
+}
+
+/** The model of the team's deployment named `name`; another team's name is as unknown (400). */
+async function tokenizerModelOf(db: DbOrTx, teamId: string, name: string): Promise<string> {
+  const [row] = await db
+    .select({ model: deployments.model })
+    .from(deployments)
+    .where(and(eq(deployments.teamId, teamId), eq(deployments.name, name)));
+  if (!row) throw invalidRequest(`Invalid 'tokenizer': no deployment named '${name}' in this team.`, "tokenizer");
+  return row.model;
 }
 
 function isUniqueViolation(err: unknown): boolean {
@@ -146,18 +152,30 @@ export async function deleteDataset(
   return row;
 }
 
-/** A signed, expiring URL of a READY dataset's file; 409 while PROCESSING or when FAILED. */
+/**
+ * A signed, expiring URL of one file of a READY dataset (409 while PROCESSING or when FAILED):
+ * its only file, or with `split` the one named by `split` (400 when missing, or given for a
+ * dataset without split).
+ */
 export async function datasetDownload(
   db: DbOrTx,
   blobs: BlobStore,
-  input: { teamId: string; id: string; ttlSeconds: number },
+  input: { teamId: string; id: string; ttlSeconds: number; split?: SplitName },
 ): Promise<SignedDownload> {
   const row = await getDataset(db, input);
   if (row.status === "PROCESSING") {
-    throw conflict(`Dataset '${row.id}' is still PROCESSING (${row.progress} of ${row.size} samples written).`);
+    throw conflict(`Dataset '${row.id}' is still PROCESSING (${row.progress} of ${row.size} samples read).`);
   }
   if (row.status === "FAILED") throw conflict(`Dataset '${row.id}' FAILED: ${row.error ?? "no file was produced"}`);
-  return blobs.downloadUrl(row.blobKey!, { ttlSeconds: input.ttlSeconds, filename: `${row.name}.jsonl` });
+  if (row.options.split && !input.split) {
+    throw invalidRequest("This dataset is split: name the file with ?split=train or ?split=validation.", "split");
+  }
+  if (!row.options.split && input.split) {
+    throw invalidRequest("This dataset has no split: download it without 'split'.", "split");
+  }
+  const file = row.files.find((f) => f.split === (input.split ?? null));
+  if (!file) throw conflict(`Dataset '${row.id}' has no file for this split.`);
+  return blobs.downloadUrl(file.key, { ttlSeconds: input.ttlSeconds, filename: file.name });
 }
 
 export function datasetNotFound(id: string) {

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import type { Db, DbOrTx } from "../db/client";
 import { teams } from "../db/schema";
 import { randomToken } from "../ids";
 import { createApiKey } from "./api-keys";
 import { createDeployment } from "./deployments";
 import { createTeam } from "./teams";
-import { createUser } from "./users";
+import { insertUser, prepareUser, type PreparedUser } from "./users";
 
 export type DemoCredentials = {
   teamSlug: string;
@@ -17,21 +17,33 @@ export type DemoCredentials = {
   deploymentName: string | null;
 };
 
+/** The demo user's credentials, hashed ahead (the launcher starts this while the database boots). */
+export type DemoUser = { email: string; password: string; prepared: PreparedUser };
+
+export async function prepareDemoUser(): Promise<DemoUser> {
+  const email = "demo@example.com";
+  const password = `demo-${randomToken(12)}`;
+  return { email, password, prepared: await prepareUser({ email, password, name: "Demo user" }) };
+}
+
 /**
  * First run only (no team exists yet): a demo team, a demo user who owns it, an API key and
  * a model key, and with `demoModel` a deployment named `demo` serving it. Returns the
  * credentials (shown once), or null when the database already has teams.
  */
-export async function seedDemo(db: Db, options: { demoModel?: string } = {}): Promise<DemoCredentials | null> {
+export async function seedDemo(
+  db: Db,
+  options: { demoModel?: string; demoUser?: Promise<DemoUser> } = {},
+): Promise<DemoCredentials | null> {
+  const teamCount = async (tx: DbOrTx) => (await tx.select({ n: sql<number>`count(*)::int` }).from(teams))[0]?.n ?? 0;
+  if ((await teamCount(db)) > 0) return null; // not a first run: no password to hash
+  const demo = await (options.demoUser ?? prepareDemoUser());
   return db.transaction(async (tx) => {
     // Serialise concurrent first starts on the same database.
     await tx.execute(sql`select pg_advisory_xact_lock(4242001)`);
-    const [{ n } = { n: 0 }] = await tx.select({ n: sql<number>`count(*)::int` }).from(teams);
-    if (n > 0) return null;
+    if ((await teamCount(tx)) > 0) return null;
     const team = await createTeam(tx, { slug: "demo", name: "Demo team" });
-    const email = "demo@example.com";
-    const password = `demo-${randomToken(12)}`;
-    await createUser(tx, { email, password, name: "Demo user", teamId: team.id, role: "owner" });
+    await insertUser(tx, demo.prepared, { teamId: team.id, role: "owner" });
     const api = await createApiKey(tx, { teamId: team.id, kind: "api", name: "demo API key" });
     const model = await createApiKey(tx, { teamId: team.id, kind: "model", name: "demo model key" });
     const deployment = options.demoModel
@@ -39,8 +51,8 @@ export async function seedDemo(db: Db, options: { demoModel?: string } = {}): Pr
       : null;
     return {
       teamSlug: team.slug,
-      email,
-      password,
+      email: demo.email,
+      password: demo.password,
       apiKey: api.secret,
       modelKey: model.secret,
       deploymentName: deployment?.name ?? null,

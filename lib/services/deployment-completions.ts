@@ -9,6 +9,8 @@ import type {
 } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
+import type { CallOptions } from "../inference/client";
+import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
 
 /** What a completion may carry: the deployment body, the GET query subset, or a chat turn list. */
@@ -17,9 +19,14 @@ export type CompletionParams = Omit<Partial<DeploymentCompletionInput>, "prompt"
   messages?: GenerationMessage[];
 };
 
-export function toGenerationRequest(model: string, p: CompletionParams): GenerationRequestInput {
+export function toGenerationRequest(
+  deployment: Pick<Deployment, "model" | "dtype" | "teamId">,
+  p: CompletionParams,
+): GenerationRequestInput {
   const request: Record<string, unknown> = {
-    model,
+    model: deployment.model,
+    dtype: deployment.dtype,
+    tenant: deployment.teamId,
     prompt: p.prompt,
     messages: p.messages,
     max_tokens: p.max_tokens,
@@ -40,14 +47,30 @@ export function toGenerationRequest(model: string, p: CompletionParams): Generat
   return request as GenerationRequestInput;
 }
 
+/**
+ * How a completion is made: the client's abort signal and request id, and what it counts
+ * against (the key's quota, the metrics and usage; see completion-events.ts).
+ */
+export type CompletionCall = CallOptions & { meter?: CompletionMeter };
+
+type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId">;
+
 export async function generateOnDeployment(
   db: DbOrTx,
-  deployment: Pick<Deployment, "model">,
+  deployment: Target,
   params: CompletionParams,
-  signal?: AbortSignal,
+  call: CompletionCall = {},
 ): Promise<GenerationResult> {
-  const request = toGenerationRequest(deployment.model, params);
-  return withWorker(db, deployment.model, (client) => client.generate(request, { signal }), signal);
+  const request = toGenerationRequest(deployment, params);
+  const end = beginCompletion(db, deployment, call.meter);
+  try {
+    const result = await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
+    end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
+    return result;
+  } catch (err) {
+    end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
+    throw err;
+  }
 }
 
 /**
@@ -56,12 +79,46 @@ export async function generateOnDeployment(
  */
 export async function openStreamOnDeployment(
   db: DbOrTx,
-  deployment: Pick<Deployment, "model">,
+  deployment: Target,
   params: CompletionParams,
-  signal?: AbortSignal,
+  call: CompletionCall = {},
 ): Promise<AsyncIterable<GenerationStreamEvent>> {
-  const request = toGenerationRequest(deployment.model, params);
-  return withWorker(db, deployment.model, (client) => client.open(request, { signal }), signal);
+  const startedAt = performance.now();
+  const request = toGenerationRequest(deployment, params);
+  const end = beginCompletion(db, deployment, call.meter);
+  let events: AsyncIterable<GenerationStreamEvent>;
+  try {
+    events = await withWorker(db, deployment, (client) => client.open(request, call), call.signal);
+  } catch (err) {
+    end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
+    throw err;
+  }
+  return metered(events, startedAt, end);
+}
+
+/** The events as they come; when the stream ends (done, failed or abandoned), `end` learns how. */
+async function* metered(
+  events: AsyncIterable<GenerationStreamEvent>,
+  startedAt: number,
+  end: (outcome: CompletionOutcome) => void,
+): AsyncIterable<GenerationStreamEvent> {
+  const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
+  try {
+    for await (const e of events) {
+      if (e.type === "delta" && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
+      if (e.type === "done") {
+        outcome.status = "ok";
+        outcome.promptTokens = e.usage.prompt_tokens;
+        outcome.completionTokens = e.usage.completion_tokens;
+      }
+      yield e;
+    }
+  } catch (err) {
+    outcome.status = "error";
+    throw err;
+  } finally {
+    end(outcome);
+  }
 }
 
 /** The deployment completion response (`result[]`, with the extras documented in docs/api.md). */

@@ -1,20 +1,23 @@
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq } from "drizzle-orm";
+import type postgres from "postgres";
+import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
 import type { DbOrTx } from "../db/client";
 import { deployments, type Deployment } from "../db/schema";
-import { DeploymentModel, DeploymentName, type DeploymentDto } from "../contracts/deployments";
+import { DeploymentModel, DeploymentName, type DeploymentDto, type DeploymentState } from "../contracts/deployments";
+import { DtypeChoiceSchema, type DtypeChoice } from "../contracts/models";
 import { env } from "../env";
 import { conflict, fromZodError, notFound, unauthorized } from "../errors";
 import { newId } from "../ids";
 import type { KeyPrincipal } from "./api-keys";
+import { deploymentStates } from "./deployment-state";
 
-/** Every model some deployment points at: what the workers must be able to serve. */
-export async function listDeployedModels(db: DbOrTx): Promise<string[]> {
-  const rows = await db
-    .selectDistinct({ model: deployments.model })
+/** Every (model, dtype) some deployment serves: what the workers load. */
+export async function listDeployedModels(db: DbOrTx): Promise<{ model: string; dtype: DtypeChoice }[]> {
+  return db
+    .selectDistinct({ model: deployments.model, dtype: deployments.dtype })
     .from(deployments)
-    .orderBy(sql`1`);
-  return rows.map((r) => r.model);
+    .orderBy(deployments.model, deployments.dtype);
 }
 
 /** `{PUBLIC_URL}/deployments/{team-slug}/{name}`: no version segment. */
@@ -22,31 +25,43 @@ export function deploymentUrl(teamSlug: string, name: string): string {
   return `${env().PUBLIC_URL}/deployments/${teamSlug}/${name}`;
 }
 
-export function toDeploymentDto(d: Deployment, teamSlug: string): DeploymentDto {
+export function toDeploymentDto(d: Deployment, teamSlug: string, status: DeploymentState): DeploymentDto {
   return {
     id: d.id,
     teamId: d.teamId,
     name: d.name,
     model: d.model,
+    dtype: d.dtype,
     url: deploymentUrl(teamSlug, d.name),
     createdAt: d.createdAt.toISOString(),
+    status,
   };
+}
+
+/** A team's deployments with their states. */
+export async function listDeploymentDtos(db: DbOrTx, team: { id: string; slug: string }): Promise<DeploymentDto[]> {
+  const rows = await listDeployments(db, team.id);
+  const states = await deploymentStates(db, rows);
+  return rows.map((d, i) => toDeploymentDto(d, team.slug, states[i]!));
 }
 
 export async function createDeployment(
   db: DbOrTx,
-  input: { teamId: string; name: string; model: string },
+  input: { teamId: string; name: string; model: string; dtype?: string },
 ): Promise<Deployment> {
+  const dtype = DtypeChoiceSchema.safeParse(input.dtype ?? "auto");
+  if (!dtype.success) throw fromZodError(dtype.error, "dtype");
   const name = DeploymentName.safeParse(input.name);
   if (!name.success) throw fromZodError(name.error, "name");
   const model = DeploymentModel.safeParse(input.model);
   if (!model.success) throw fromZodError(model.error, "model");
   const [row] = await db
     .insert(deployments)
-    .values({ id: newId("deployment"), teamId: input.teamId, name: name.data, model: model.data })
+    .values({ id: newId("deployment"), teamId: input.teamId, name: name.data, model: model.data, dtype: dtype.data })
     .onConflictDoNothing({ target: [deployments.teamId, deployments.name] })
     .returning();
   if (!row) throw conflict(`A deployment named '${name.data}' already exists in this team.`, "name");
+  changeFeedOf(rawSql(db))?.invalidate("deployments"); // this process at once; others on NOTIFY
   return row;
 }
 
@@ -75,6 +90,7 @@ export async function deleteDeployment(db: DbOrTx, input: { teamId: string; name
     .where(and(eq(deployments.teamId, input.teamId), eq(deployments.name, input.name)))
     .returning();
   if (!row) throw notFound(`No deployment named '${input.name}'.`, "name");
+  changeFeedOf(rawSql(db))?.invalidate("deployments");
   return row;
 }
 
@@ -83,14 +99,38 @@ export async function findDeploymentByPath(
   db: DbOrTx,
   input: { teamSlug: string; name: string },
 ): Promise<Deployment | null> {
+  // Cached per process when the pool has a change feed: deployments and teams announce changes.
+  const sql = rawSql(db);
+  const feed = changeFeedOf(sql);
+  if (!feed) return loadDeploymentByPath(sql, input);
+  return feed
+    .cache<string, Deployment | null>("deployments", DEPLOYMENT_CACHE)
+    .get(`${input.teamSlug}/${input.name}`, () => loadDeploymentByPath(sql, input));
+}
+
+const DEPLOYMENT_CACHE = { tables: ["deployments", "teams"], ttlMs: 5 * 60_000, maxEntries: 10_000 };
+
+async function loadDeploymentByPath(
+  sql: postgres.Sql,
+  input: { teamSlug: string; name: string },
+): Promise<Deployment | null> {
   // On the path to every first token: a prepared statement, not a drizzle-built query.
-  const [row] = await rawSql(db)<{ id: string; team_id: string; name: string; model: string; created_at: string }[]>`
-    select d.id, d.team_id, d.name, d.model, d.created_at
+  const [row] = await sql<
+    { id: string; team_id: string; name: string; model: string; dtype: Deployment["dtype"]; created_at: string }[]
+  >`
+    select d.id, d.team_id, d.name, d.model, d.dtype, d.created_at
     from deployments d join teams t on t.id = d.team_id
     where t.slug = ${input.teamSlug} and d.name = ${input.name}`;
   if (!row) return null;
   // (drizzle's postgres.js client leaves timestamps as strings.)
-  return { id: row.id, teamId: row.team_id, name: row.name, model: row.model, createdAt: new Date(row.created_at) };
+  return {
+    id: row.id,
+    teamId: row.team_id,
+    name: row.name,
+    model: row.model,
+    dtype: row.dtype,
+    createdAt: new Date(row.created_at),
+  };
 }
 
 /**

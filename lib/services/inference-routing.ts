@@ -5,13 +5,15 @@
 // connection, not a failed request.
 import { and, gt, isNotNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
+import { servedModelKey, type ModelState } from "../contracts/models";
 import { workers } from "../db/schema";
 import { env } from "../env";
 import { ApiError } from "../errors";
 import { InferenceClient, InferenceError } from "../inference/client";
 import { workerSecret } from "../internal-secret";
+import { logger } from "../observe/log";
 
-export type LiveWorker = { id: string; address: string; models: string[] };
+export type LiveWorker = { id: string; address: string; models: string[]; modelStates: Record<string, ModelState> };
 
 /**
  * The registry read is on the path to every first token, so it is kept for a second: a worker
@@ -31,34 +33,102 @@ export async function liveWorkers(db: DbOrTx, options: { fresh?: boolean } = {})
 async function readLiveWorkers(db: DbOrTx): Promise<LiveWorker[]> {
   const staleAfter = 3 * env().WORKER_HEARTBEAT_SECONDS;
   const rows = await db
-    .select({ id: workers.id, address: workers.address, models: workers.models })
+    .select({ id: workers.id, address: workers.address, models: workers.models, modelStates: workers.modelStates })
     .from(workers)
     .where(and(isNotNull(workers.address), gt(workers.heartbeatAt, sql`now() - make_interval(secs => ${staleAfter})`)))
     .orderBy(workers.id);
-  return rows.map((r) => ({ id: r.id, address: r.address!, models: r.models }));
+  return rows.map((r) => ({ id: r.id, address: r.address!, models: r.models, modelStates: r.modelStates }));
 }
 
 let turn = 0;
 
 /**
- * The live workers that advertise `model`, rotated so consecutive requests spread over them.
- * When live workers exist but none advertises the model yet (a deployment created a moment
- * ago: workers pick new models up within one heartbeat), waits up to two intervals for one.
+ * Workers that could not be reached or did not answer in time are tried last for a while (a
+ * frozen worker would otherwise cost each request the response timeout until its heartbeat
+ * goes stale), then get traffic again: the next request probes them.
  */
-export async function workersFor(db: DbOrTx, model: string, signal?: AbortSignal): Promise<LiveWorker[]> {
-  const waitMs = Math.min(2 * env().WORKER_HEARTBEAT_SECONDS * 1000, 10_000);
-  const deadline = Date.now() + waitMs;
+const AVOID_MS = 10_000;
+const avoidUntil = new Map<string, number>();
+const avoided = (w: LiveWorker) => (avoidUntil.get(w.id) ?? 0) > Date.now();
+
+/**
+ * Where a served model stands across the live workers: the best state any of them reports
+ * (ready > loading > downloading > pending > failed). Null when no live worker knows it yet.
+ */
+export function deploymentState(live: LiveWorker[], key: string): ModelState | null {
+  const rank = { ready: 5, loading: 4, downloading: 3, pending: 2, failed: 1 } as const;
+  let best: ModelState | null = null;
+  for (const w of live) {
+    const reported = w.modelStates[key];
+    const s = w.models.includes(key) ? { ...reported, state: "ready" as const, at: reported?.at ?? "" } : reported;
+    if (!s) continue;
+    if (!best || rank[s.state] > rank[best.state] || (s.state === best.state && (s.done ?? 0) > (best.done ?? 0)))
+      best = s;
+  }
+  return best;
+}
+
+/** How long a request waits for a model that a worker is loading (not downloading) right now. */
+const LOADING_WAIT_MS = 10_000;
+
+/**
+ * The live workers that serve `key` (servedModelKey), rotated so consecutive requests spread
+ * over them. When none does yet:
+ * - a worker is downloading it: 503 at once, with the progress and Retry-After;
+ * - a worker is loading it (or about to): the request waits up to 10 s for it;
+ * - every worker that knows it failed to load it: 503 with the reason;
+ * - no live worker knows it yet (a deployment created a moment ago: workers pick new ones up
+ *   within one heartbeat): the request waits up to two heartbeats.
+ * An empty list means no worker at all (503 "no worker").
+ */
+export async function workersFor(
+  db: DbOrTx,
+  key: string,
+  signal?: AbortSignal,
+  options: { fresh?: boolean } = {},
+): Promise<LiveWorker[]> {
+  const started = Date.now();
+  const unknownWaitMs = Math.min(2 * env().WORKER_HEARTBEAT_SECONDS * 1000, 10_000);
   for (let attempt = 0; ; attempt++) {
-    const live = await liveWorkers(db, { fresh: attempt > 0 });
-    const serving = live.filter((w) => w.models.includes(model));
+    const live = await liveWorkers(db, { fresh: options.fresh || attempt > 0 });
+    const serving = live.filter((w) => w.models.includes(key));
     if (serving.length > 0) {
       const start = turn++ % serving.length;
-      return [...serving.slice(start), ...serving.slice(0, start)];
+      const rotated = [...serving.slice(start), ...serving.slice(0, start)];
+      return [...rotated.filter((w) => !avoided(w)), ...rotated.filter(avoided)];
     }
-    if (live.length === 0 || Date.now() >= deadline || signal?.aborted) return [];
+    // The cached registry may predate a worker's registration (one restarted a moment ago).
+    if (attempt === 0 && !options.fresh) continue;
+    const state = deploymentState(live, key);
+    if (state?.state === "downloading") throw modelDownloading(state);
+    if (state?.state === "failed") throw modelFailed(state);
+    const waited = Date.now() - started;
+    const limit = state ? LOADING_WAIT_MS : unknownWaitMs;
+    if (live.length === 0 || waited >= limit || signal?.aborted) {
+      if (state) throw modelNotReady(state);
+      return [];
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
 }
+
+const modelDownloading = (s: ModelState) => {
+  const pct = s.total ? ` (${Math.floor((100 * (s.done ?? 0)) / s.total)}% of ${megabytes(s.total)})` : "";
+  return new ApiError(
+    503,
+    "internal",
+    `This deployment's model is still downloading${pct}; retry shortly.`,
+    undefined,
+    { "retry-after": "10" },
+  );
+};
+const modelNotReady = (s: ModelState) =>
+  new ApiError(503, "internal", `This deployment's model is still ${s.state}; retry shortly.`, undefined, {
+    "retry-after": "5",
+  });
+const modelFailed = (s: ModelState) =>
+  new ApiError(503, "internal", `This deployment's model could not be loaded: ${s.error ?? "unknown error"}`);
+const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
 
 /** Worker errors (engine codes) as the platform's HTTP errors. */
 export function toApiError(e: InferenceError): ApiError {
@@ -87,13 +157,18 @@ const modelNotServed = (e: InferenceError) => e.status === 404 && e.param === "m
  */
 export async function withWorker<T>(
   db: DbOrTx,
-  model: string,
+  target: { model: string; dtype: string },
   call: (client: InferenceClient) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const candidates = await workersFor(db, model, signal);
+  const { model } = target;
+  const key = servedModelKey(model, target.dtype);
+  let candidates = await workersFor(db, key, signal);
   let last: InferenceError | undefined;
-  for (const w of candidates) {
+  const tried = new Set<string>();
+  for (let i = 0; i < candidates.length; i++) {
+    const w = candidates[i]!;
+    tried.add(w.id);
     const client = new InferenceClient({ url: w.address, secret: workerSecret() });
     try {
       return await call(client);
@@ -108,8 +183,16 @@ export async function withWorker<T>(
         if (e.status === 401) throw new ApiError(500, "internal", "The worker refused the app's internal secret.");
         throw toApiError(e);
       }
-      // fetch() rejected before any response: the worker is gone (crashed, stopped, unreachable).
-      console.warn(`[routing] worker ${w.id} at ${w.address} unreachable: ${(e as Error).message}`);
+      // No answer before the response started: the worker is gone (crashed, stopped, unreachable)
+      // or frozen (WorkerTimeoutError). The next worker gets the request.
+      avoidUntil.set(w.id, Date.now() + AVOID_MS);
+      logger().warn({ worker: w.id, address: w.address, err: (e as Error).message }, "worker unreachable");
+    }
+    // Every worker of the (cached) registry failed: one fresh read may know a new one (a worker
+    // restarted a moment ago registers under a new id and address).
+    if (i === candidates.length - 1 && !last) {
+      const fresh = (await workersFor(db, key, signal, { fresh: true })).filter((f) => !tried.has(f.id));
+      candidates = [...candidates, ...fresh];
     }
   }
   if (last?.status === 429) throw toApiError(last);

@@ -1,9 +1,9 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
 import { pipelines, samples, type Pipeline } from "../db/schema";
 import { notFound } from "../errors";
 import { newId } from "../ids";
-import type { PipelineDto } from "../contracts/pipelines";
+import type { PipelineDto, UpdatePipelineInput } from "../contracts/pipelines";
 
 /**
  * updatedAt is the later of the pipeline row's own update and its newest sample. It is
@@ -22,15 +22,19 @@ const columns = {
   name: pipelines.name,
   createdAt: pipelines.createdAt,
   updatedAt,
+  retentionDays: pipelines.retentionDays,
 };
 
-export function toPipelineDto(p: Pick<Pipeline, "id" | "teamId" | "name" | "createdAt" | "updatedAt">): PipelineDto {
+type PipelineFields = Pick<Pipeline, "id" | "teamId" | "name" | "createdAt" | "updatedAt" | "retentionDays">;
+
+export function toPipelineDto(p: PipelineFields): PipelineDto {
   return {
     id: p.id,
     teamId: p.teamId,
     name: p.name,
     createdAt: p.createdAt.toISOString(),
     updatedAt: p.updatedAt.toISOString(),
+    retentionDays: p.retentionDays,
   };
 }
 
@@ -42,23 +46,44 @@ export async function createPipeline(db: DbOrTx, input: { teamId: string; name: 
   return row!;
 }
 
-/** A team's pipelines, newest first. */
-export async function listPipelines(db: DbOrTx, teamId: string): Promise<Pipeline[]> {
+/** A team's pipelines (deleted ones are gone), newest first. */
+export async function listPipelines(db: DbOrTx, teamId: string): Promise<PipelineFields[]> {
   return db
     .select(columns)
     .from(pipelines)
-    .where(eq(pipelines.teamId, teamId))
+    .where(and(eq(pipelines.teamId, teamId), isNull(pipelines.deletedAt)))
     .orderBy(desc(pipelines.createdAt), desc(pipelines.id));
 }
 
-/** The pipeline when it belongs to `teamId`; 404 otherwise (another team's id looks unknown). */
-export async function getPipeline(db: DbOrTx, input: { teamId: string; id: string }): Promise<Pipeline> {
+/** The pipeline when it belongs to `teamId`; 404 otherwise (another team's id, or a deleted one, looks unknown). */
+export async function getPipeline(db: DbOrTx, input: { teamId: string; id: string }): Promise<PipelineFields> {
   const [row] = await db
     .select(columns)
     .from(pipelines)
-    .where(and(eq(pipelines.id, input.id), eq(pipelines.teamId, input.teamId)));
+    .where(and(eq(pipelines.id, input.id), eq(pipelines.teamId, input.teamId), isNull(pipelines.deletedAt)));
   if (!row) throw pipelineNotFound(input.id);
   return row;
+}
+
+/** PATCH: the name and the retention period (null: keep samples forever); absent fields stay. */
+export async function updatePipeline(
+  db: DbOrTx,
+  input: { teamId: string; id: string; changes: UpdatePipelineInput },
+): Promise<PipelineFields> {
+  const { name, retentionDays } = input.changes;
+  if (name !== undefined || retentionDays !== undefined) {
+    const updated = await db
+      .update(pipelines)
+      .set({
+        ...(name !== undefined ? { name } : {}),
+        ...(retentionDays !== undefined ? { retentionDays } : {}),
+        updatedAt: sql`now()`,
+      })
+      .where(and(eq(pipelines.id, input.id), eq(pipelines.teamId, input.teamId), isNull(pipelines.deletedAt)))
+      .returning({ id: pipelines.id });
+    if (updated.length === 0) throw pipelineNotFound(input.id);
+  }
+  return getPipeline(db, input);
 }
 
 export function pipelineNotFound(id: string) {

@@ -1,16 +1,17 @@
-import { eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { samples } from "../db/schema";
+import { pipelines, samples } from "../db/schema";
+import { invalidRequest } from "../errors";
 import type postgres from "postgres";
 import { createBatcher, perClient } from "../db/batch";
 import { rawSql } from "../db/raw";
 import type { AddSampleInput, SampleDto, Selection } from "../contracts/pipelines";
 import { newId } from "../ids";
+import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
-
-/** A row to insert, and its JSON (the rows of a batch travel as one JSON array). */
-type NewSample = { id: string; pipelineId: string; json: string };
+import { insertSampleRows, newSampleRow, type NewSample } from "./sample-rows";
+import { filteredCount, listedCount, selectionRows, whereOf } from "./selection-query";
 
 /**
  * Adds a sample and its metadata labels. Concurrent adds on one connection pool go out together
@@ -21,104 +22,43 @@ export async function addSample(
   db: DbOrTx,
   input: { teamId: string; pipelineId: string; sample: AddSampleInput },
 ): Promise<{ id: string }> {
-  const { messages, userId, groupId, metadata } = input.sample;
-  const id = newId("sample");
-  const json = JSON.stringify({
-    id,
-    pipeline_id: input.pipelineId,
-    team_id: input.teamId,
-    messages,
-    length: messages.length,
-    user_id: userId ?? null,
-    group_id: groupId ?? null,
-    metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
-  });
-  await sampleInserter(rawSql(db))({ id, pipelineId: input.pipelineId, json });
-  return { id };
+  const row = newSampleRow(newId("sample"), input.pipelineId, input.teamId, input.sample);
+  await sampleInserter(rawSql(db))(row);
+  if (metricsEnabled()) appMetrics().samplesAdded.inc();
+  return { id: row.id };
 }
 
 /**
- * The insert of a batch, rows passed as one JSON array. The pipeline is selected by id *and*
- * team, so an unknown or foreign pipeline inserts nothing and is reported as not found.
- * `for key share` locks the pipeline rows *before* created_at (clock_timestamp()) is taken: a
- * dataset being created (which locks the row `for update`, see createDataset) then either sees
- * these samples committed or gets a bound older than their created_at, never one in between.
+ * Adds several samples to one pipeline (add-batch): queued together on the add batcher, so a
+ * batch of 1,000 goes out as a few statements (each at most 256 rows or ~4 MB of JSON). One
+ * result per input, in order: the new id, or the error of that sample alone.
  */
+export async function addSamples(
+  db: DbOrTx,
+  input: { teamId: string; pipelineId: string; samples: AddSampleInput[] },
+): Promise<({ id: string } | Error)[]> {
+  const rows = input.samples.map((sample) => newSampleRow(newId("sample"), input.pipelineId, input.teamId, sample));
+  const settled = await sampleInserter(rawSql(db)).many(rows);
+  const stored = settled.filter((r) => r.status === "fulfilled").length;
+  if (metricsEnabled() && stored > 0) appMetrics().samplesAdded.inc(stored);
+  return settled.map((r, i) =>
+    r.status === "fulfilled" ? { id: rows[i]!.id } : r.reason instanceof Error ? r.reason : new Error(String(r.reason)),
+  );
+}
+
+/** The add batcher of a connection pool (see insertSampleRows for the statement). */
 const sampleInserter = perClient((sql: postgres.Sql) =>
   createBatcher<NewSample, string>(
     async (rows) => {
-      const inserted = await sql<{ id: string }[]>`
-        with r as (
-          select * from jsonb_to_recordset(${`[${rows.map((r) => r.json).join(",")}]`}::jsonb) as r(
-            id text, pipeline_id text, team_id text, messages jsonb, length int,
-            user_id text, group_id text, metadata jsonb)
-        ), p as (
-          select id, team_id from pipelines where id in (select pipeline_id from r)
-          for key share
-        ), s as (
-          insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
-          select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata
-          from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
-          returning id, pipeline_id, created_at, metadata
-        ), l as (
-          insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
-          select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
-          from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
-        )
-        select id from s`;
-      const done = new Set(inserted.map((r) => r.id));
+      const done = await insertSampleRows(sql, rows);
       return rows.map((r) => (done.has(r.id) ? r.id : pipelineNotFound(r.pipelineId)));
     },
     // At most ~4 MB of JSON per statement (one add may be larger, up to MAX_BODY_BYTES).
-    { maxInFlight: 4, maxBatch: 256, weight: (r) => r.json.length, maxWeight: 4_000_000 },
+    // A statement that fails (a row Postgres refuses despite validation) is retried add by add:
+    // one team's bad add can never fail another team's adds in the same batch.
+    { maxInFlight: 4, maxBatch: 256, weight: (r) => r.json.length, maxWeight: 4_000_000, isolateFailures: true },
   ),
 );
-
-export type Source = { from: SQL; where: SQL[]; ts: SQL; id: SQL };
-
-/**
- * Where a selection's rows come from. Without metadata: samples, through the order index or
- * the user/group indexes. With metadata: the labels of the first key, merge-joined with the
- * labels of every other key on (created_at, sample_id), which is also the selection order.
- * `withSamples` joins the samples themselves (for listing, or to filter by user/group).
- */
-export function selectionSource(pipelineId: string, s: Selection, withSamples: boolean): Source {
-  const labels = Object.entries(s.metadata ?? {});
-  const sampleFilters: SQL[] = [];
-  if (s.userId !== undefined) sampleFilters.push(sql`s.user_id = ${s.userId}`);
-  if (s.groupId !== undefined) sampleFilters.push(sql`s.group_id = ${s.groupId}`);
-  if (labels.length === 0) {
-    return {
-      from: sql`samples s`,
-      where: [sql`s.pipeline_id = ${pipelineId}`, ...sampleFilters],
-      ts: sql`s.created_at`,
-      id: sql`s.id`,
-    };
-  }
-  const [[key0, value0], ...rest] = labels as [[string, string], ...[string, string][]];
-  let from = sql`sample_labels l0`;
-  rest.forEach(([key, value], i) => {
-    const l = sql.raw(`l${i + 1}`);
-    from = sql`${from} join sample_labels ${l} on ${l}.pipeline_id = l0.pipeline_id and ${l}.key = ${key}
-      and ${l}.value = ${value} and ${l}.created_at = l0.created_at and ${l}.sample_id = l0.sample_id`;
-  });
-  if (sampleFilters.length > 0) {
-    // With a user/group filter, join on the whole order key: the samples side then comes from the
-    // (pipeline, user|group, created_at, id) index in selection order, and merges with the labels
-    // (1M samples, metadata + userId: count 103 -> 6 ms, page 92 -> 0.7 ms). Without one, the
-    // planner misjudges these correlated conditions (it expects one row) and scans all samples.
-    from = sql`${from} join samples s on s.pipeline_id = l0.pipeline_id and s.created_at = l0.created_at
-      and s.id = l0.sample_id`;
-  } else if (withSamples) {
-    from = sql`${from} join samples s on s.id = l0.sample_id`;
-  }
-  return {
-    from,
-    where: [sql`l0.pipeline_id = ${pipelineId}`, sql`l0.key = ${key0}`, sql`l0.value = ${value0}`, ...sampleFilters],
-    ts: sql`l0.created_at`,
-    id: sql`l0.sample_id`,
-  };
-}
 
 type SampleRow = {
   id: string;
@@ -157,25 +97,30 @@ export function toSampleDto(row: SampleRow, now = Date.now()): SampleDto {
  */
 export async function* streamSelection(
   db: DbOrTx,
-  input: { pipelineId: string; selection: Selection; batch?: number },
+  input: { pipelineId: string; selection: Selection; batch?: number; cursor?: CursorKey },
 ): AsyncGenerator<SampleDto> {
-  const batch = input.batch ?? 500;
-  const src = selectionSource(input.pipelineId, input.selection, true);
+  // A sampled selection picks its rows again for each batch: fewer, larger batches.
+  const batch = input.batch ?? (input.selection.sample ? 10_000 : 500);
+  const src = selectionRows(input.pipelineId, input.selection, { withSamples: true });
   let remaining = input.selection.limit ?? Number.POSITIVE_INFINITY;
   // created_at travels as text: a JS Date would drop the microseconds and break the keyset.
-  let after: { createdAt: string; id: string } | undefined;
+  // A cursor (`after`) starts the keyset at its sample: a deep page reads what the first one does.
+  let after: CursorKey | undefined = input.cursor;
+  let offset = input.selection.offset ?? 0;
   while (remaining > 0) {
     const size = Math.min(batch, remaining);
     const where = after
       ? [...src.where, sql`(${src.ts}, ${src.id}) > (${after.createdAt}::timestamptz, ${after.id})`]
       : src.where;
+    const condition = where.length > 0 ? sql`where ${sql.join(where, sql` and `)}` : sql``;
     const rows = await db.execute<SampleRow>(sql`
       select s.id, s.length, s.pipeline_id, s.team_id, s.created_at, s.created_at::text as created_at_text,
              s.user_id, s.group_id, s.metadata
       from ${src.from}
-      where ${sql.join(where, sql` and `)}
+      ${condition}
       order by ${src.ts}, ${src.id}
-      limit ${size} offset ${after ? 0 : (input.selection.offset ?? 0)}`);
+      limit ${size} offset ${offset}`);
+    offset = 0;
     const now = Date.now();
     for (const row of rows) yield toSampleDto(row, now);
     if (rows.length < size) return;
@@ -185,19 +130,44 @@ export async function* streamSelection(
   }
 }
 
-/** Number of samples the same selection would list (limit and offset applied). */
-export async function countSelection(db: DbOrTx, input: { pipelineId: string; selection: Selection }): Promise<number> {
-  const { limit, offset } = input.selection;
-  const src = selectionSource(input.pipelineId, input.selection, false);
-  const [row] = await db.execute<{ count: number }>(
-    sql`select count(*)::int as count from ${src.from} where ${sql.join(src.where, sql` and `)}`,
+/** A position in selection order: the sample a cursor names. */
+export type CursorKey = { createdAt: string; id: string };
+
+/**
+ * The position of `after` (a sample id) in the pipeline; a 400 naming `after` when the pipeline
+ * has no such sample (never had, another pipeline's or team's, or deleted since).
+ */
+export async function resolveCursor(db: DbOrTx, pipelineId: string, after: string | undefined) {
+  if (after === undefined) return undefined;
+  const [row] = await db.execute<{ created_at: string }>(
+    sql`select created_at::text as created_at from samples where id = ${after} and pipeline_id = ${pipelineId}`,
   );
-  const total = Math.max(0, (row?.count ?? 0) - (offset ?? 0));
-  return limit === undefined ? total : Math.min(total, limit);
+  if (!row) throw invalidRequest(`Invalid 'after': this pipeline has no sample '${after}'.`, "after");
+  return { createdAt: row.created_at, id: after } satisfies CursorKey;
 }
 
-/** The messages of one sample, for its signed URL (no team check: the signature is the credential). */
+/** Number of samples the same selection would list (after, sample, offset and limit applied). */
+export async function countSelection(db: DbOrTx, input: { pipelineId: string; selection: Selection }): Promise<number> {
+  const cursor = await resolveCursor(db, input.pipelineId, input.selection.after);
+  if (cursor && input.selection.sample) {
+    // The cursor applies within the sampled subset: counted from it, not from the filtered set.
+    const src = selectionRows(input.pipelineId, input.selection, { withSamples: false });
+    src.where.push(sql`(${src.ts}, ${src.id}) > (${cursor.createdAt}::timestamptz, ${cursor.id})`);
+    const [row] = await db.execute<{ n: number }>(sql`select count(*)::int as n from ${src.from} ${whereOf(src)}`);
+    return listedCount({ limit: input.selection.limit, offset: input.selection.offset }, row?.n ?? 0);
+  }
+  return listedCount(input.selection, await filteredCount(db, input.pipelineId, input.selection, undefined, cursor));
+}
+
+/**
+ * The messages of one sample, for its signed URL (no team check: the signature is the
+ * credential). A deleted sample, or one of a deleted pipeline, has none.
+ */
 export async function getSampleMessages(db: DbOrTx, sampleId: string) {
-  const [row] = await db.select({ messages: samples.messages }).from(samples).where(eq(samples.id, sampleId));
+  const [row] = await db
+    .select({ messages: samples.messages })
+    .from(samples)
+    .innerJoin(pipelines, and(eq(pipelines.id, samples.pipelineId), isNull(pipelines.deletedAt)))
+    .where(eq(samples.id, sampleId));
   return row?.messages;
 }

@@ -3,38 +3,67 @@ import { SignUpInput, UserInput } from "../contracts/users";
 import type { DbOrTx } from "../db/client";
 import { memberships, users, type Team, type User } from "../db/schema";
 import { ApiError, conflict, fromZodError } from "../errors";
-import { hashPassword, verifyPassword } from "../auth/password";
+import { hashPassword, needsRehash, verifyNothing, verifyPassword } from "../auth/password";
 import { newId, randomToken } from "../ids";
 import { createTeam } from "./teams";
+import { logger } from "../observe/log";
 
 // The schemas live in lib/contracts (the dashboard's forms use them too); re-exported here.
 export { SignUpInput, UserInput };
+
+/** A validated user with the password hashed: hashing (a few hundred ms) happens before any transaction. */
+export type PreparedUser = { email: string; name: string | null; passwordHash: string };
+
+export async function prepareUser(input: { email: string; password: string; name?: string }): Promise<PreparedUser> {
+  const parsed = UserInput.safeParse(input);
+  if (!parsed.success) throw fromZodError(parsed.error);
+  return {
+    email: parsed.data.email,
+    name: parsed.data.name || null,
+    passwordHash: await hashPassword(parsed.data.password),
+  };
+}
+
+/** Inserts a prepared user as a member of `teamId` (owner when `role` says so). */
+export async function insertUser(
+  db: DbOrTx,
+  user: PreparedUser,
+  input: { teamId: string; role?: "owner" | "member" },
+): Promise<User> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .insert(users)
+      .values({ id: newId("user"), email: user.email, name: user.name, passwordHash: user.passwordHash })
+      .onConflictDoNothing({ target: users.email })
+      .returning();
+    if (!row) throw conflict(`A user with email '${user.email}' already exists.`, "email");
+    await tx.insert(memberships).values({ userId: row.id, teamId: input.teamId, role: input.role ?? "member" });
+    return row;
+  });
+}
 
 /** Creates a user and makes them a member of `teamId` (owner when `role` says so). */
 export async function createUser(
   db: DbOrTx,
   input: { email: string; password: string; name?: string; teamId: string; role?: "owner" | "member" },
 ): Promise<User> {
-  const parsed = UserInput.safeParse(input);
-  if (!parsed.success) throw fromZodError(parsed.error);
-  const passwordHash = await hashPassword(parsed.data.password);
-  return db.transaction(async (tx) => {
-    const [user] = await tx
-      .insert(users)
-      .values({ id: newId("user"), email: parsed.data.email, name: parsed.data.name || null, passwordHash })
-      .onConflictDoNothing({ target: users.email })
-      .returning();
-    if (!user) throw conflict(`A user with email '${parsed.data.email}' already exists.`, "email");
-    await tx.insert(memberships).values({ userId: user.id, teamId: input.teamId, role: input.role ?? "member" });
-    return user;
-  });
+  return insertUser(db, await prepareUser(input), input);
 }
 
-/** The user when the email and password match, otherwise null (same answer for both failures). */
+/**
+ * The user when the email and password match, otherwise null (same answer, and about the same
+ * time, for both failures). A hash made with weaker parameters is upgraded after a success.
+ */
 export async function authenticateUser(db: DbOrTx, email: string, password: string): Promise<User | null> {
   const [user] = await db.select().from(users).where(eq(users.email, email.trim().toLowerCase()));
-  if (!user) return null;
-  return (await verifyPassword(password, user.passwordHash)) ? user : null;
+  if (!user) return verifyNothing(password).then(() => null);
+  if (!(await verifyPassword(password, user.passwordHash))) return null;
+  if (needsRehash(user.passwordHash)) {
+    void hashPassword(password)
+      .then((passwordHash) => db.update(users).set({ passwordHash }).where(eq(users.id, user.id)))
+      .catch((err: unknown) => logger().error({ err: (err as Error).message }, "password rehash failed"));
+  }
+  return user;
 }
 
 /** Lower-case letters, digits and inner hyphens, at most 30 characters (room for a suffix). */
@@ -59,6 +88,7 @@ export async function signUp(db: DbOrTx, input: SignUpInput): Promise<{ user: Us
   if (!parsed.success) throw fromZodError(parsed.error);
   const { email, password, name, teamName } = parsed.data;
   const base = slugify(teamName || email.split("@")[0]!);
+  const prepared = await prepareUser({ email, password, name }); // hashed before the transaction
   return db.transaction(async (tx) => {
     let team: Team | undefined;
     for (let attempt = 0; !team; attempt++) {
@@ -69,7 +99,7 @@ export async function signUp(db: DbOrTx, input: SignUpInput): Promise<{ user: Us
         if (!(err instanceof ApiError && err.status === 409) || attempt >= 5) throw err;
       }
     }
-    const user = await createUser(tx, { email, password, name, teamId: team.id, role: "owner" });
+    const user = await insertUser(tx, prepared, { teamId: team.id, role: "owner" });
     return { user, team };
   });
 }

@@ -10,6 +10,12 @@ describe("safeCallback", () => {
       "https://evil.example/",
       "//evil.example",
       "/\\evil.example",
+      // As the sign-in page receives `/sign-in?callbackUrl=/%09/evil.example`, decoded: a tab,
+      // which browsers drop, so it reads as `//evil.example`.
+      "/\t/evil.example",
+      "/\n/evil.example",
+      "/\r\n//evil.example",
+      "/\\/evil.example",
       "javascript:alert(1)",
       "",
       undefined,

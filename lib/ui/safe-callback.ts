@@ -1,8 +1,19 @@
 /**
- * Where to go after signing in: a path on this site, never another origin (no open redirect:
- * `//evil.example` and `/\evil.example` are both read by browsers as another host).
+ * Where to go after signing in: a path on this site, never another origin (no open redirect).
+ * The URL is resolved the way a browser resolves it (which drops tabs and newlines and reads
+ * `\` as `/`, so `/\tevil.example` and `/\evil.example` mean `//evil.example`), and only a result
+ * on the same origin is kept, as its path, query and fragment.
  */
 export function safeCallback(url: string | undefined | null): string {
-  if (!url || !url.startsWith("/") || url.startsWith("//") || url.includes("\\")) return "/pipelines";
-  return url;
+  const fallback = "/pipelines";
+  if (!url || !url.startsWith("/")) return fallback;
+  const base = "http://this.site";
+  let resolved: URL;
+  try {
+    resolved = new URL(url, base);
+  } catch {
+    return fallback;
+  }
+  if (resolved.origin !== base) return fallback;
+  return `${resolved.pathname}${resolved.search}${resolved.hash}`;
 }

@@ -17,6 +17,33 @@ describe("selection in the URL", () => {
     expect(search).toContain("meta.lang=en");
   });
 
+  it("round-trips metadata operators, dates, search and a random sample", () => {
+    const state = {
+      metadata: {
+        lang: { $ne: "en" },
+        "src.x": { $in: ["a", "b,c"] },
+        tier: { $exists: false },
+        code: { $prefix: "ab" },
+        plain: "v",
+      },
+      createdAfter: "2026-01-01T00:00:00.000Z",
+      createdBefore: "2026-02-01T00:00:00+02:00",
+      search: "refund & return",
+      sampleSize: 100,
+      sampleSeed: 7,
+      limit: DEFAULT_PAGE_SIZE,
+      offset: 0,
+    };
+    const search = selectionToSearch(state);
+    expect(parseSelectionParams(new URLSearchParams(search))).toEqual(state);
+    expect(search).toContain("exists.tier=false");
+    expect(filterOf(state)).toMatchObject({ sample: { size: 100, seed: 7 }, search: "refund & return" });
+    expect(SelectionBody.parse(filterOf(state))).toEqual(filterOf(state));
+    // Values the API refuses are dropped.
+    const bad = parseSelectionParams(new URLSearchParams("exists.a=maybe&createdAfter=soon&sampleSize=0&prefix.b="));
+    expect(bad).toEqual({ metadata: {}, limit: DEFAULT_PAGE_SIZE, offset: 0 });
+  });
+
   it("leaves defaults out of the URL", () => {
     expect(selectionToSearch({ metadata: {}, limit: DEFAULT_PAGE_SIZE, offset: 0 })).toBe("");
   });

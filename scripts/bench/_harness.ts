@@ -3,44 +3,50 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
-import { createServer } from "node:net";
+import path from "node:path";
 import postgres from "postgres";
-import { migrateDatabase } from "@/lib/db/migrate";
+import { freePort } from "@/lib/net/free-port";
 import { appProcessArgs } from "../lib/app-process";
 import { ensureBuild, repoRoot } from "../lib/build";
+import { createScratchDatabase, startThrowawayDb } from "@/lib/db/throwaway";
 
 export const benchDatabaseUrl = () =>
   process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 
-/** A fresh database on the real Postgres server, migrated; dropped by `drop()`. */
-export async function freshDatabase(label: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const admin = postgres(benchDatabaseUrl(), { max: 1, onnotice: () => {} });
-  const name = `lmp_bench_${label}_${Date.now()}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(benchDatabaseUrl());
-  url.pathname = `/${name}`;
-  await migrateDatabase(url.toString());
-  return {
-    url: url.toString(),
-    drop: async () => {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end();
-    },
-  };
+/**
+ * A fresh, migrated database for a benchmark, dropped by `drop()`: on the system Postgres
+ * (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else 127.0.0.1:5432), or with `--embedded` in the
+ * bench's arguments on a throwaway embedded PostgreSQL, as `npm start` runs it (durable settings).
+ */
+export async function freshDatabase(
+  label: string,
+  args: string[] = [],
+): Promise<{ url: string; kind: "embedded" | "system"; drop: () => Promise<void> }> {
+  if (args.includes("--embedded")) {
+    const server = await startThrowawayDb({ durable: true });
+    const db = await createScratchDatabase(server.url, `bench_${label}`);
+    return {
+      url: db.url,
+      kind: "embedded",
+      drop: async () => {
+        await db.drop();
+        await server.stop();
+      },
+    };
+  }
+  const db = await createScratchDatabase(benchDatabaseUrl(), `bench_${label}`);
+  return { ...db, kind: "system" };
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
+
+/** Limits a benchmark's team never reaches. */
+export const UNLIMITED = { requestsPerMinute: 100_000_000, tokensPerMinute: 100_000_000, concurrentStreams: 10_000 };
 
 /** The production build (`next start`) against `databaseUrl`. */
 export async function startProductionApp(
   databaseUrl: string,
+  env: Record<string, string> = {},
 ): Promise<{ base: string; pid: number; stop: () => Promise<void> }> {
   ensureBuild();
   const port = await freePort();
@@ -60,6 +66,7 @@ export async function startProductionApp(
         AUTH_SECRET: "bench-secret-0123456789-0123456789-abc",
         PUBLIC_URL: `http://127.0.0.1:${port}`,
         NEXT_TELEMETRY_DISABLED: "1",
+        ...env,
       },
       stdio: ["ignore", "ignore", "inherit"],
     },
@@ -169,7 +176,9 @@ export const round = (x: number, digits = 2) => Number(x.toFixed(digits));
 /**
  * `total` samples in one pipeline, inserted by Postgres itself, with the labels `add` writes
  * (see lib/db/schema/pipelines.ts): users u0..u999, groups g0..g99, metadata lang (10 values,
- * 10% each) and {"rare":"yes"} on one sample in 1,000. Then VACUUM ANALYZE, as a live table has.
+ * 10% each) and {"rare":"yes"} on one sample in 1,000; every message holds "question" or "answer"
+ * (common search terms), one sample in 1,000 the word "zebra" (a rare one). Then VACUUM ANALYZE,
+ * as a live table has.
  */
 export async function insertBenchSamples(
   url: string,
@@ -182,7 +191,8 @@ export async function insertBenchSamples(
   await sql`
     insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, created_at)
     select 'smp_bench' || lpad(g::text, 12, '0'), ${pipelineId}, ${teamId},
-           jsonb_build_array(jsonb_build_object('role','user','content','question ' || g),
+           jsonb_build_array(jsonb_build_object('role','user','content','question ' || g
+                               || case when g % 1000 = 7 then ' about the zebra crossing' else '' end),
                              jsonb_build_object('role','assistant','content','answer ' || g)),
            2, 'u' || (g % 1000), 'g' || (g % 100),
            jsonb_build_object('lang', (string_to_array(${langs.join(",")}, ','))[1 + g % 10])
@@ -197,4 +207,51 @@ export async function insertBenchSamples(
   await sql`vacuum analyze samples`;
   await sql`vacuum analyze sample_labels`;
   await sql.end();
+}
+
+/** Reads a whole POST stream:true response; returns the completion tokens of its usage event. */
+export async function httpStreamTokens(url: string, key: string, body: Record<string, unknown>): Promise<number> {
+  const res = await request(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ ...body, stream: true }),
+  });
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${res.body}`);
+  const usage = /"completion_tokens":(\d+)/.exec(res.body);
+  if (!usage || !res.body.trimEnd().endsWith("data: [DONE]"))
+    throw new Error(`incomplete stream: ${res.body.slice(-200)}`);
+  return Number(usage[1]);
+}
+
+/** A worker process serving `model` on the bench's database; resolves once it has registered. */
+export async function startWorkerProcess(
+  databaseUrl: string,
+  dataDir: string,
+  model: string,
+  authSecret: string,
+): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+    cwd: repoRoot,
+    env: {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      AUTH_SECRET: authSecret,
+      DATA_DIR: dataDir,
+      WORKER_MODELS: model,
+      WORKER_HEARTBEAT_SECONDS: "1",
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    for (let i = 0; ; i++) {
+      if (child.exitCode !== null) throw new Error("the worker exited during start-up");
+      const rows = await sql`select 1 from workers where pid = ${child.pid!} and address is not null`;
+      if (rows.length > 0) return child;
+      if (i > 600) throw new Error("the worker did not register");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await sql.end();
+  }
 }

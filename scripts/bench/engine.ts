@@ -1,77 +1,129 @@
-// `npm run bench -- engine [--quick]`: the inference engine on the larger generated model
-// (~26M parameters), every figure a ratio against a reference measured in the same run:
+// `npm run bench -- engine [--quick] [--dtypes fp32,q4]`: the inference engine on a generated
+// llama-shaped model of 134M parameters (the llama.cpp anchor's shape: hidden 768, 12 layers,
+// vocabulary 32,000) in the standard export layout, one graph file per dtype (fp32, fp16, q8, q4).
+// Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
+//                        on the same file and dtype
 //   batch8_speedup       aggregate tokens/s of 8 concurrent streams / one stream alone
 //   ttft_loaded_vs_idle  time to first token while 8 streams run / on an idle engine
-//   rss_growth           resident memory after 1,000 sequential requests / after the first 100
-// The last line printed is one JSON object with those four keys.
+//   load_vs_reference    our loadModel() time / transformers.js from_pretrained() (model + tokenizer)
+//   memory_mb            resident memory the loaded model adds (MiB, measured in a fresh process)
+//   rss_growth           (fp32 only) RSS after 1,000 sequential requests / after the first 100
+//   step_ms_b1, _b8      one bare onnxruntime decode pass (32 tokens of past) for 1 and 8 rows:
+//                        what the graph costs without the engine, and how it scales with rows
+// The last line printed is one JSON object: fp32's figures under these names, the others as
+// <dtype>_<figure> (q4_batch8_speedup, …), plus the raw rates (decode_tok_s, reference_tok_s, …).
+import { AutoModelForCausalLM, AutoTokenizer, type PreTrainedModel } from "@huggingface/transformers";
+import { execFileSync } from "node:child_process";
+import path from "node:path";
 import v8 from "node:v8";
 import vm from "node:vm";
 import { Engine } from "../../workers/engine/engine";
-import type { LoadedModel } from "../../workers/engine/model-loader";
+import type { LoadedModel } from "../../workers/engine/model/load-model";
+import { int64Tensor, kvTensor, newKvArray, type OrtTensor } from "../../workers/engine/model/session";
+import type { WeightFormat } from "../tiny-model/graph-parts";
 import { cachedTinyModel } from "../tiny-model/generate";
 
 const now = () => performance.now();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const MiB = 2 ** 20;
 
 v8.setFlagsFromString("--expose-gc");
 const gc = vm.runInNewContext("gc") as () => void;
+const settle = async () => {
+  gc();
+  await new Promise((r) => setTimeout(r, 50));
+};
 
 const PROMPT = "Once upon a time there was a small village near a river. The people of the village were";
 const LONG_PROMPT =
   "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town. " +
   "The bridge was built two hundred years ago with stones from the hills, and it still stands today. " +
   "In the evening the old man sat by the fire and told stories about the sea.";
+const DTYPES: WeightFormat[] = ["fp32", "fp16", "q8", "q4"];
 
 export default async function bench(args: string[]) {
   const quick = args.includes("--quick");
-  const t0 = now();
-  const dir = await cachedTinyModel({ large: true });
-  const engine = new Engine({ models: [dir] }); // default batch size, queue and prefill chunk
+  const only = args
+    .find((a) => a.startsWith("--dtypes="))
+    ?.slice("--dtypes=".length)
+    .split(",");
+  const dtypes = DTYPES.filter((d) => !only || only.includes(d));
+  let t = now();
+  // All four files are generated once (cached under the OS temp folder): ~1.1 GB. The q4 file
+  // declares MatMulNBits accuracy_level 4 (int8 compute), as onnxruntime-genai's CPU int4
+  // exports do: with it unset (transformers.js' q4 files) onnxruntime dequantizes every weight
+  // matrix on each batched pass (see docs/api.md, "dtype").
+  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: DTYPES, q4Accuracy: 4 });
+  console.log(`model ${dir} ready in ${((now() - t) / 1000).toFixed(1)}s`);
+  const results: Record<string, number> = {};
+  for (const dtype of dtypes) {
+    t = now();
+    const figures = await benchDtype(dir, dtype, quick);
+    for (const [k, v] of Object.entries(figures)) results[dtype === "fp32" ? k : `${dtype}_${k}`] = v;
+    console.log(`${dtype}: done in ${((now() - t) / 1000).toFixed(0)}s`);
+  }
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  console.log(
+    JSON.stringify({ bench: "engine", ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])) }),
+  );
+}
+
+async function benchDtype(dir: string, dtype: WeightFormat, quick: boolean): Promise<Record<string, number>> {
+  const log = (s: string) => console.log(`[${dtype}] ${s}`);
+  const memoryMb = modelMemory(dir, dtype) / MiB;
+  let t = now();
+  const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype }) }); // default batch, queue, chunk
   const m = await engine.load();
+  const loadMs = now() - t;
+  t = now();
+  const [ref] = await Promise.all([
+    AutoModelForCausalLM.from_pretrained(dir, { dtype, local_files_only: true }),
+    AutoTokenizer.from_pretrained(dir, { local_files_only: true }),
+  ]);
+  const refLoadMs = now() - t;
+  log(
+    `loaded in ${loadMs.toFixed(0)} ms (transformers.js ${refLoadMs.toFixed(0)} ms), +${memoryMb.toFixed(0)} MiB, ` +
+      `layout ${m.info.layout}`,
+  );
   const noEos = Object.fromEntries(m.info.eosTokenIds.map((id) => [String(id), -100]));
-  console.log(`model ${dir} ready in ${((now() - t0) / 1000).toFixed(1)}s`);
+  const steps = { b1: await stepMs(m, 1), b8: await stepMs(m, 8) };
+  log(`bare decode pass: ${steps.b1.toFixed(1)} ms for 1 row, ${steps.b8.toFixed(1)} ms for 8 rows`);
 
   // Warm-up (first runs allocate ONNX Runtime arenas).
   await engine.generate({ prompt: PROMPT, max_tokens: 8, temperature: 0 });
-  await referenceGenerate(m, PROMPT, 8);
+  await referenceGenerate(ref, m, PROMPT, 8);
 
   // 1. Single-stream decode: (time(N) - time(1)) / (N - 1) isolates decoding from the prompt
   // pass. Ours and the reference alternate and the best round of each counts, so background
   // load on the machine hits both alike.
-  const N = quick ? 48 : 128;
+  const N = quick ? 24 : 128;
   const oursRun = async (n: number) =>
     (await engine.generate({ prompt: PROMPT, max_tokens: n, temperature: 0, logit_bias: noEos })).usage
       .completion_tokens;
-  const refRun = (n: number) => referenceGenerate(m, PROMPT, n);
+  const refRun = (n: number) => referenceGenerate(ref, m, PROMPT, n);
   const oursRates: number[] = [];
   const refRates: number[] = [];
-  for (let round = 0; round < (quick ? 3 : 5); round++) {
+  for (let round = 0; round < (quick ? 2 : 5); round++) {
     oursRates.push(await decodeRate(oursRun, N));
     refRates.push(await decodeRate(refRun, N));
   }
   const ours = Math.max(...oursRates);
-  const ref = Math.max(...refRates);
-  const decodeVsReference = ours / ref;
-  console.log(
-    `single-stream decode: ours ${ours.toFixed(1)} tok/s, generate() ${ref.toFixed(1)} tok/s → ${decodeVsReference.toFixed(2)}`,
-  );
+  const reference = Math.max(...refRates);
+  log(`single-stream decode: ours ${ours.toFixed(1)} tok/s, generate() ${reference.toFixed(1)} tok/s`);
 
   // 2. Aggregate throughput at 8 concurrent streams vs one stream, same request shape.
   const streamReq = (seed: number) => ({ prompt: PROMPT, max_tokens: N, seed, temperature: 0.8, logit_bias: noEos });
   let single = 0;
   let aggregate = 0;
-  for (let round = 0; round < 2; round++) {
-    let t = now();
-    single = Math.max(single, (await engine.generate(streamReq(1))).usage.completion_tokens / ((now() - t) / 1000));
-    t = now();
+  for (let round = 0; round < (quick ? 1 : 2); round++) {
+    let t1 = now();
+    single = Math.max(single, (await engine.generate(streamReq(1))).usage.completion_tokens / ((now() - t1) / 1000));
+    t1 = now();
     const eight = await Promise.all(Array.from({ length: 8 }, (_, i) => engine.generate(streamReq(i + 1))));
-    aggregate = Math.max(aggregate, eight.reduce((a, r) => a + r.usage.completion_tokens, 0) / ((now() - t) / 1000));
+    aggregate = Math.max(aggregate, eight.reduce((a, r) => a + r.usage.completion_tokens, 0) / ((now() - t1) / 1000));
   }
-  const batch8Speedup = aggregate / single;
-  console.log(
-    `throughput: 1 stream ${single.toFixed(1)} tok/s, 8 streams ${aggregate.toFixed(1)} tok/s → ${batch8Speedup.toFixed(2)}x`,
-  );
+  log(`throughput: 1 stream ${single.toFixed(1)} tok/s, 8 streams ${aggregate.toFixed(1)} tok/s`);
 
   // 3. Time to first token of a new request: idle engine vs while 8 streams decode.
   const ttft = async () => {
@@ -81,46 +133,84 @@ export default async function bench(args: string[]) {
     return now() - start;
   };
   const idle: number[] = [];
-  for (let i = 0; i < 5; i++) idle.push(await ttft());
+  for (let i = 0; i < (quick ? 3 : 5); i++) idle.push(await ttft());
   const background = Array.from({ length: 8 }, (_, i) =>
-    engine.generate({ ...streamReq(i + 10), max_tokens: quick ? 150 : 400 }),
+    engine.generate({ ...streamReq(i + 10), max_tokens: quick ? 60 : 400 }),
   );
-  await new Promise((r) => setTimeout(r, 300)); // let the 8 streams get into steady decoding
+  await new Promise((r) => setTimeout(r, quick ? 300 : 1000)); // let the 8 streams get into steady decoding
   const loaded: number[] = [];
-  for (let i = 0; i < 5; i++) loaded.push(await ttft());
+  for (let i = 0; i < (quick ? 3 : 5); i++) loaded.push(await ttft());
   await Promise.all(background);
-  const ttftRatio = median(loaded) / median(idle);
-  console.log(
-    `ttft (${m.tokenizer.encode(LONG_PROMPT).length}-token prompt): idle ${median(idle).toFixed(1)} ms, under 8 streams ${median(loaded).toFixed(1)} ms → ${ttftRatio.toFixed(2)}`,
+  log(
+    `ttft (${m.tokenizer.encode(LONG_PROMPT).length}-token prompt): idle ${median(idle).toFixed(0)} ms, under 8 streams ${median(loaded).toFixed(0)} ms`,
   );
 
-  // 4. Memory: RSS after 1,000 sequential requests vs after the first 100.
-  const total = quick ? 300 : 1000;
+  const figures: Record<string, number> = {
+    decode_vs_reference: ours / reference,
+    batch8_speedup: aggregate / single,
+    ttft_loaded_vs_idle: median(loaded) / median(idle),
+    load_vs_reference: loadMs / refLoadMs,
+    memory_mb: memoryMb,
+    decode_tok_s: ours,
+    reference_tok_s: reference,
+    batch8_tok_s: aggregate,
+    step_ms_b1: steps.b1,
+    step_ms_b8: steps.b8,
+  };
+  await ref.dispose();
+  // 4. Memory (fp32): RSS after 1,000 sequential requests vs after the first 100.
+  if (dtype === "fp32") figures.rss_growth = await rssGrowth(engine, quick ? 200 : 1000);
+  await engine.dispose();
+  return figures;
+}
+
+/** Median time of one bare decode pass of `rows` rows over 32 tokens of (zero) past. */
+async function stepMs(m: LoadedModel, rows: number): Promise<number> {
+  const { kv } = m.info.graph;
+  const past = 32;
+  const feeds: Record<string, OrtTensor> = {
+    input_ids: int64Tensor(new Array(rows).fill(5), [rows, 1]),
+    attention_mask: int64Tensor(new Array(rows * (past + 1)).fill(1), [rows, past + 1]),
+  };
+  if (m.info.graph.positionIds) feeds.position_ids = int64Tensor(new Array(rows).fill(past), [rows, 1]);
+  for (const e of kv.entries)
+    feeds[e.past] = kvTensor(kv.type, newKvArray(kv.type, rows * kv.heads * past * kv.headDim), [
+      rows,
+      kv.heads,
+      past,
+      kv.headDim,
+    ]);
+  const times: number[] = [];
+  for (let i = 0; i < 12; i++) {
+    const t = now();
+    await m.session.run(feeds, { logits: null });
+    if (i >= 2) times.push(now() - t);
+  }
+  return median(times);
+}
+
+function modelMemory(dir: string, dtype: WeightFormat): number {
+  const script = path.join(import.meta.dirname, "_engine-memory.ts");
+  const out = execFileSync(process.execPath, ["--import", "tsx", script, dir, dtype], { encoding: "utf8" });
+  const { before, after } = JSON.parse(out.trim().split("\n").at(-1)!) as { before: number; after: number };
+  return after - before;
+}
+
+async function rssGrowth(engine: Engine, total: number): Promise<number> {
   let rss100 = 0;
   for (let i = 1; i <= total; i++) {
     await engine.generate({ prompt: `${PROMPT} ${i}`, max_tokens: 4, seed: i, logprobs: 2, stop: ["zz"] });
-    if (i === 100 || i === total) {
-      gc();
-      await new Promise((r) => setTimeout(r, 20));
-      if (i === 100) rss100 = process.memoryUsage().rss;
+    if (i === 100) {
+      await settle();
+      rss100 = process.memoryUsage().rss;
     }
   }
+  await settle();
   const rssEnd = process.memoryUsage().rss;
-  const rssGrowth = rssEnd / rss100;
   console.log(
-    `rss: after 100 requests ${(rss100 / 2 ** 20).toFixed(0)} MiB, after ${total} ${(rssEnd / 2 ** 20).toFixed(0)} MiB → ${rssGrowth.toFixed(3)}`,
+    `[fp32] rss: after 100 requests ${(rss100 / MiB).toFixed(0)} MiB, after ${total} ${(rssEnd / MiB).toFixed(0)} MiB`,
   );
-
-  const round = (x: number) => Math.round(x * 1000) / 1000;
-  console.log(
-    JSON.stringify({
-      bench: "engine",
-      decode_vs_reference: round(decodeVsReference),
-      batch8_speedup: round(batch8Speedup),
-      ttft_loaded_vs_idle: round(ttftRatio),
-      rss_growth: round(rssGrowth),
-    }),
-  );
+  return rssEnd / rss100;
 }
 
 /** Tokens/s of decoding alone: (time(n) - time(1)) over the extra tokens. */
@@ -135,9 +225,9 @@ async function decodeRate(run: (n: number) => Promise<number>, n: number): Promi
 }
 
 /** transformers.js generate(), greedy, EOS suppressed like ours; returns new tokens produced. */
-async function referenceGenerate(m: LoadedModel, prompt: string, n: number): Promise<number> {
+async function referenceGenerate(ref: PreTrainedModel, m: LoadedModel, prompt: string, n: number): Promise<number> {
   const enc = m.tokenizer(prompt);
-  const out = (await m.model.generate({
+  const out = (await ref.generate({
     ...enc,
     max_new_tokens: n,
     min_new_tokens: n,

@@ -7,11 +7,10 @@
 //                        / the engine's in-process figure for 8 streams (goal ≥ 0.9)
 // The two sides never run at the same time (they share the machine's cores). The last line
 // printed is one JSON object with both keys.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import postgres from "postgres";
 import { connect } from "@/lib/db/client";
 import { resetEnvCache } from "@/lib/env";
 import { InferenceClient } from "@/lib/inference/client";
@@ -19,11 +18,19 @@ import { workerSecret } from "@/lib/internal-secret";
 import { createApiKey } from "@/lib/services/api-keys";
 import { liveWorkers } from "@/lib/services/inference-routing";
 import { createDeployment } from "@/lib/services/deployments";
-import { createTeam } from "@/lib/services/teams";
+import { createTeam, setTeamLimits } from "@/lib/services/teams";
 import { Engine } from "../../workers/engine/engine";
-import { repoRoot } from "../lib/build";
 import { cachedTinyModel } from "../tiny-model/generate";
-import { cpuSeconds, freshDatabase, openRequest, percentile, request, startProductionApp } from "./_harness";
+import {
+  cpuSeconds,
+  freshDatabase,
+  httpStreamTokens,
+  openRequest,
+  percentile,
+  startProductionApp,
+  startWorkerProcess,
+  UNLIMITED,
+} from "./_harness";
 
 const PROMPT = "Once upon a time there was a small village near a river. The people of the village were";
 const LONG_PROMPT =
@@ -39,7 +46,7 @@ const median = (xs: number[]) => percentile(xs, 50);
 export default async function bench(args: string[]) {
   const quick = args.includes("--quick");
   const model = await cachedTinyModel({ large: true });
-  const db = await freshDatabase("serve");
+  const db = await freshDatabase("serve", args);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-bench-serve-"));
   // This process reads the worker table and talks to the worker as the app does.
   Object.assign(process.env, { AUTH_SECRET, DATA_DIR: dataDir });
@@ -49,6 +56,8 @@ export default async function bench(args: string[]) {
   try {
     const handle = connect(db.url, { max: 1 });
     const team = await createTeam(handle.db, { slug: "bench" });
+    // The bench measures the app's throughput with one key, far past the default per-key limits.
+    await setTeamLimits(handle.db, { teamId: team.id, limits: UNLIMITED });
     const key = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
     await createDeployment(handle.db, { teamId: team.id, name: "large", model });
     await handle.close();
@@ -58,7 +67,7 @@ export default async function bench(args: string[]) {
     const engine = new Engine({ models: [model] });
     const m = await engine.load();
     app = await startProductionApp(db.url);
-    worker = await startWorkerProcess(db.url, dataDir, model);
+    worker = await startWorkerProcess(db.url, dataDir, model, AUTH_SECRET);
     const url = `${app.base}/deployments/bench/large`;
     const registry = connect(db.url, { max: 1 });
     const [w] = await liveWorkers(registry.db);
@@ -178,46 +187,5 @@ export default async function bench(args: string[]) {
     await app?.stop();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });
-  }
-}
-
-/** Reads a whole POST stream:true response; returns the completion tokens of its usage event. */
-async function httpStreamTokens(url: string, key: string, body: Record<string, unknown>): Promise<number> {
-  const res = await request(url, {
-    method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ ...body, stream: true }),
-  });
-  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${res.body}`);
-  const usage = /"completion_tokens":(\d+)/.exec(res.body);
-  if (!usage || !res.body.trimEnd().endsWith("data: [DONE]"))
-    throw new Error(`incomplete stream: ${res.body.slice(-200)}`);
-  return Number(usage[1]);
-}
-
-async function startWorkerProcess(databaseUrl: string, dataDir: string, model: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
-    cwd: repoRoot,
-    env: {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      AUTH_SECRET,
-      DATA_DIR: dataDir,
-      WORKER_MODELS: model,
-      WORKER_HEARTBEAT_SECONDS: "1",
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    for (let i = 0; ; i++) {
-      if (child.exitCode !== null) throw new Error("the worker exited during start-up");
-      const rows = await sql`select 1 from workers where pid = ${child.pid!} and address is not null`;
-      if (rows.length > 0) return child;
-      if (i > 600) throw new Error("the worker did not register");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  } finally {
-    await sql.end();
   }
 }

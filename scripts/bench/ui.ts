@@ -16,11 +16,15 @@ import { freshDatabase, insertBenchSamples, percentile, round, startProductionAp
 export default async function ui(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { samples: { type: "string", default: "1000000" }, rounds: { type: "string", default: "7" } },
+    options: {
+      samples: { type: "string", default: "1000000" },
+      rounds: { type: "string", default: "7" },
+      embedded: { type: "boolean" },
+    },
   });
   const total = Number(values.samples);
   const rounds = Number(values.rounds);
-  const db = await freshDatabase("ui");
+  const db = await freshDatabase("ui", argv);
   const app = await startProductionApp(db.url);
   const handle = connect(db.url, { max: 2 });
   const browser = await chromium.launch(chromiumLaunchOptions);

@@ -12,6 +12,8 @@ import { repoRoot } from "./build";
 export function appProcessArgs(port: number): string[] {
   return [
     "--max-semi-space-size=32",
+    "--require",
+    path.join(repoRoot, "scripts/lib/exit-with-parent.cjs"),
     path.join(repoRoot, "node_modules/next/dist/bin/next"),
     "start",
     "-p",

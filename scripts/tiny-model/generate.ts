@@ -1,39 +1,169 @@
-// Generates the deterministic tiny GPT-2-style model folder (HF ONNX export layout).
-import { mkdir, rename, rm, writeFile, cp, stat } from "node:fs/promises";
+// Generates deterministic test models in the folder layout of a Hugging Face ONNX export:
+// config.json, generation_config.json, tokenizer files and onnx/model{suffix}.onnx per dtype,
+// in the graph layouts real exports use (see gpt2-graph.ts and llama-graph.ts).
+import { createHash } from "node:crypto";
+import { cp, mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { onnxFileFor } from "../../workers/engine/model/dtypes";
 import { encodeWithBpe, trainBpe } from "./bpe-train";
 import { CORPUS } from "./corpus";
+import { WEIGHT_FORMATS, type WeightFormat } from "./graph-parts";
 import { buildGpt2Graph, type TinyShape } from "./gpt2-graph";
+import { buildLlamaGraph, STANDARD_LAYOUT, type LlamaLayout } from "./llama-graph";
+import { makeLlamaWeights, type LlamaShape } from "./llama-weights";
+import type { EncodedModel, ExternalDataOptions } from "./onnx-builder";
 import { createRng } from "./prng";
 import { tokenizerConfigJson, tokenizerJson } from "./tokenizer-files";
 import { bigramLogits, makeWeights } from "./weights";
 
 export interface TinyModelOptions {
   seed?: number;
+  /**
+   * gpt2 (default): the demo's GPT-2, output head fitted to the corpus' bigrams (word-like text);
+   * llama: RMSNorm, rotary, grouped KV heads, random weights (see llama-weights.ts).
+   */
+  family?: "gpt2" | "llama";
+  /** gpt2: tiny (0.8M) or large (26M); llama: tiny (0.9M) or bench (134M, the engine benchmark's). */
+  size?: "tiny" | "large" | "bench";
+  /** Alias of size "large" (gpt2). */
   large?: boolean;
+  /** Graph files to write, one per dtype (llama only beyond fp32). Default ["fp32"]. */
+  dtypes?: WeightFormat[];
+  /** "past-length": no position_ids input (positions = past length + 0..S-1). */
+  positions?: LlamaLayout["positions"];
+  /** llama only: "gqa" = com.microsoft GroupQueryAttention, model-builder style. */
+  attention?: LlamaLayout["attention"];
+  numLogitsToKeep?: boolean;
+  useCacheBranch?: boolean;
+  /** Weights in N external data files next to each graph (0 = inside the graph). */
+  externalData?: number;
+  /** MatMulNBits accuracy_level of q4 graphs (0 = unset). */
+  q4Accuracy?: number;
 }
 
-const SIZES = {
+const GPT2_SIZES = {
   tiny: { nEmbd: 128, nLayer: 2, nHead: 4, nPositions: 1024 },
   large: { nEmbd: 512, nLayer: 8, nHead: 8, nPositions: 1024 },
 };
+const LLAMA_SIZES = {
+  tiny: { hidden: 128, layers: 2, heads: 4, kvHeads: 2, ffn: 256, maxPositions: 1024 },
+  // Same shape as ../shared/tools/llamacpp-anchor's default model (134.1M parameters).
+  bench: { hidden: 768, layers: 12, heads: 12, kvHeads: 12, ffn: 2048, maxPositions: 2048, vocabSize: 32000 },
+};
+
+function normalize(opts: TinyModelOptions) {
+  const family = opts.family ?? "gpt2";
+  const size = opts.size ?? (opts.large ? "large" : "tiny");
+  const dtypes = [...new Set<WeightFormat>(opts.dtypes ?? ["fp32"])].sort(
+    (a, b) => WEIGHT_FORMATS.indexOf(a) - WEIGHT_FORMATS.indexOf(b),
+  );
+  const layout: LlamaLayout = {
+    attention: opts.attention ?? STANDARD_LAYOUT.attention,
+    positions: opts.positions ?? STANDARD_LAYOUT.positions,
+    numLogitsToKeep: opts.numLogitsToKeep ?? false,
+    useCacheBranch: opts.useCacheBranch ?? false,
+  };
+  if (family === "gpt2") {
+    if (size === "bench") throw new Error("the bench size is a llama model");
+    if (
+      dtypes.some((d) => d !== "fp32") ||
+      layout.attention !== "standard" ||
+      layout.numLogitsToKeep ||
+      layout.useCacheBranch
+    )
+      throw new Error("the gpt2 family is fp32 with the standard layout (positions may be past-length)");
+  } else if (size === "large") throw new Error("llama sizes are tiny and bench");
+  return {
+    seed: opts.seed ?? 42,
+    family,
+    size,
+    dtypes,
+    layout,
+    externalData: opts.externalData ?? 0,
+    q4Accuracy: opts.q4Accuracy ?? 0,
+  };
+}
 
 /** Writes the model to `dir` (created if needed). Same options, same bytes. */
 export async function generateTinyModel(dir: string, opts: TinyModelOptions = {}): Promise<{ parameters: number }> {
-  const seed = opts.seed ?? 42;
+  const o = normalize(opts);
   const bpe = trainBpe(CORPUS, 1200);
-  const eosId = bpe.vocab.size;
-  const shape: TinyShape = { vocabSize: eosId + 1, ...SIZES[opts.large ? "large" : "tiny"] };
-  const sequences = CORPUS.map((t) => [...encodeWithBpe(bpe, t), eosId]);
-  const bigram = bigramLogits(sequences, shape.vocabSize);
-  bigram.bias[eosId] -= 3; // texts end often in the corpus; keep generations from stopping at once
-  const weights = makeWeights(shape, createRng(seed), bigram);
-  const onnx = buildGpt2Graph(shape, weights);
+  const llama = o.family === "llama" ? { ...LLAMA_SIZES[o.size as "tiny" | "bench"] } : null;
+  // EOS is the last id; a large vocabulary is filled with tokens no text encodes to.
+  const vocabSize = llama && "vocabSize" in llama ? llama.vocabSize : bpe.vocab.size + 1;
+  const eosId = vocabSize - 1;
+  const maxPositions = llama ? llama.maxPositions : GPT2_SIZES[o.size as "tiny" | "large"].nPositions;
+  const rng = createRng(o.seed);
+  const external = (file: string): ExternalDataOptions | undefined =>
+    o.externalData > 0
+      ? { location: `${path.basename(file)}_data`, chunks: o.externalData, minBytes: 1024 }
+      : undefined;
+
+  const graphs: { file: string; encoded: EncodedModel }[] = [];
+  let parameters = 0;
+  let config: Record<string, unknown>;
+  if (llama) {
+    const shape: LlamaShape = { ...llama, vocabSize, ropeTheta: 10000, rmsEps: 1e-5 };
+    const weights = makeLlamaWeights(shape, rng, o.size === "bench" ? "bench" : "mixing");
+    parameters = countParameters(weights);
+    for (const dtype of o.dtypes) {
+      const file = onnxFileFor(dtype);
+      graphs.push({
+        file,
+        encoded: buildLlamaGraph(shape, weights, dtype, o.layout, {
+          external: external(file),
+          q4Accuracy: o.q4Accuracy,
+        }),
+      });
+    }
+    config = llamaConfig(shape, eosId);
+  } else {
+    const shape: TinyShape = { vocabSize, ...GPT2_SIZES[o.size as "tiny" | "large"] };
+    const weights = makeWeights(shape, rng, fittedBigrams(bpe, vocabSize, eosId));
+    parameters = countParameters(weights);
+    const file = onnxFileFor("fp32");
+    graphs.push({ file, encoded: buildGpt2Graph(shape, weights, { positions: o.layout.positions }, external(file)) });
+    config = gpt2Config(shape, eosId);
+  }
+  const jsConfig: Record<string, unknown> = {};
+  const halfCache = o.dtypes.filter((d) => d === "fp16" || d === "q4f16");
+  if (halfCache.length) jsConfig.kv_cache_dtype = Object.fromEntries(halfCache.map((d) => [d, "float16"]));
+  if (o.externalData > 0)
+    jsConfig.use_external_data_format = Object.fromEntries(graphs.map((g) => [path.basename(g.file), o.externalData]));
+  config = {
+    ...config,
+    ...(Object.keys(jsConfig).length ? { "transformers.js_config": jsConfig } : {}),
+    _generator: { name: "model-tiny", ...o },
+  };
 
   await mkdir(path.join(dir, "onnx"), { recursive: true });
   const json = (name: string, value: unknown) => writeFile(path.join(dir, name), JSON.stringify(value, null, 2) + "\n");
-  await json("config.json", {
+  await json("config.json", config);
+  await json("generation_config.json", { bos_token_id: eosId, eos_token_id: eosId });
+  await json("tokenizer.json", tokenizerJson(bpe, eosId));
+  await json("tokenizer_config.json", tokenizerConfigJson(maxPositions));
+  await json("special_tokens_map.json", {
+    bos_token: "<|endoftext|>",
+    eos_token: "<|endoftext|>",
+    unk_token: "<|endoftext|>",
+  });
+  for (const { file, encoded } of graphs) {
+    await writeFile(path.join(dir, file), encoded.graph);
+    for (const d of encoded.data) await writeFile(path.join(dir, path.dirname(file), d.file), d.bytes);
+  }
+  return { parameters };
+}
+
+function fittedBigrams(bpe: ReturnType<typeof trainBpe>, vocabSize: number, eosId: number) {
+  const sequences = CORPUS.map((t) => [...encodeWithBpe(bpe, t), eosId]);
+  const bigram = bigramLogits(sequences, vocabSize);
+  bigram.bias[eosId] -= 3; // texts end often in the corpus; keep generations from stopping at once
+  return bigram;
+}
+
+function gpt2Config(shape: TinyShape, eosId: number) {
+  return {
     architectures: ["GPT2LMHeadModel"],
     model_type: "gpt2",
     vocab_size: shape.vocabSize,
@@ -46,25 +176,46 @@ export async function generateTinyModel(dir: string, opts: TinyModelOptions = {}
     bos_token_id: eosId,
     eos_token_id: eosId,
     use_cache: true,
-    _generator: { name: "model-tiny", seed, large: !!opts.large },
-  });
-  await json("generation_config.json", { bos_token_id: eosId, eos_token_id: eosId });
-  await json("tokenizer.json", tokenizerJson(bpe, eosId));
-  await json("tokenizer_config.json", tokenizerConfigJson(shape.nPositions));
-  await json("special_tokens_map.json", {
-    bos_token: "<|endoftext|>",
-    eos_token: "<|endoftext|>",
-    unk_token: "<|endoftext|>",
-  });
-  await writeFile(path.join(dir, "onnx", "model.onnx"), onnx);
-  const parameters = onnxParameterCount(weights);
-  return { parameters };
+  };
 }
 
-function onnxParameterCount(w: ReturnType<typeof makeWeights>): number {
-  let n = w.wte.length + w.wpe.length + w.lnfg.length + w.lnfb.length + w.lmHead.length + w.lmBias.length;
-  for (const l of w.layers) for (const a of Object.values(l)) n += a.length;
+function llamaConfig(s: LlamaShape, eosId: number) {
+  return {
+    architectures: ["LlamaForCausalLM"],
+    model_type: "llama",
+    vocab_size: s.vocabSize,
+    hidden_size: s.hidden,
+    intermediate_size: s.ffn,
+    num_hidden_layers: s.layers,
+    num_attention_heads: s.heads,
+    num_key_value_heads: s.kvHeads,
+    head_dim: s.hidden / s.heads,
+    max_position_embeddings: s.maxPositions,
+    rms_norm_eps: s.rmsEps,
+    rope_theta: s.ropeTheta,
+    tie_word_embeddings: false,
+    bos_token_id: eosId,
+    eos_token_id: eosId,
+    use_cache: true,
+  };
+}
+
+function countParameters(w: object): number {
+  let n = 0;
+  const visit = (v: unknown) => {
+    if (v instanceof Float32Array) n += v.length;
+    else if (Array.isArray(v)) v.forEach(visit);
+    else if (v && typeof v === "object") Object.values(v).forEach(visit);
+  };
+  visit(w);
   return n;
+}
+
+/** Cache folder name: readable prefix, then a hash of every option (so variants never collide). */
+function cacheKey(opts: TinyModelOptions): string {
+  const o = normalize(opts);
+  const hash = createHash("sha256").update(JSON.stringify(o)).digest("hex").slice(0, 12);
+  return `lmp-model-v3-${o.family}-${o.size}-${o.seed}-${hash}`;
 }
 
 /**
@@ -72,9 +223,8 @@ function onnxParameterCount(w: ReturnType<typeof makeWeights>): number {
  * os.tmpdir() (written to a scratch folder then renamed, so concurrent test files are safe).
  */
 export async function cachedTinyModel(opts: TinyModelOptions = {}): Promise<string> {
-  const key = `lmp-tiny-model-v2-${opts.large ? "large" : "tiny"}-${opts.seed ?? 42}`;
-  const dir = path.join(os.tmpdir(), key);
-  if (await exists(path.join(dir, "onnx", "model.onnx"))) return dir;
+  const dir = path.join(os.tmpdir(), cacheKey(opts));
+  if (await exists(path.join(dir, "config.json"))) return dir;
   const scratch = `${dir}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   await generateTinyModel(scratch, opts);
   try {

@@ -7,8 +7,13 @@ const CHAT_TEMPLATE =
   "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
 
-/** tokenizer.json in the HF `tokenizers` format (byte-level BPE like GPT-2). */
+/**
+ * tokenizer.json in the HF `tokenizers` format (byte-level BPE like GPT-2). Ids between the
+ * trained vocabulary and EOS (a large model's vocabulary) are filler tokens `<xN>` that no text
+ * encodes to but that decode to themselves.
+ */
 export function tokenizerJson(bpe: TrainedBpe, eosId: number) {
+  const filler = Array.from({ length: eosId - bpe.vocab.size }, (_, i) => [`<x${i}>`, bpe.vocab.size + i] as const);
   const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
   return {
     version: "1.0",
@@ -37,7 +42,7 @@ export function tokenizerJson(bpe: TrainedBpe, eosId: number) {
       end_of_word_suffix: "",
       fuse_unk: false,
       byte_fallback: false,
-      vocab: Object.fromEntries([...bpe.vocab.entries(), [EOS_TOKEN, eosId]]),
+      vocab: Object.fromEntries([...bpe.vocab.entries(), ...filler, [EOS_TOKEN, eosId]]),
       merges: bpe.merges.map(([a, b]) => `${a} ${b}`),
     },
   };

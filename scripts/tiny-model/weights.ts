@@ -75,7 +75,7 @@ export function makeWeights(
   };
 }
 
-function standardize(row: Float32Array) {
+export function standardize(row: Float32Array) {
   let mean = 0;
   for (const v of row) mean += v;
   mean /= row.length;

@@ -5,52 +5,13 @@ import { createPipeline } from "@/lib/services/pipelines";
 import { addSample } from "@/lib/services/samples";
 import { toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { as, email, newUser, PASSWORD, signIn, signUp } from "../helpers/session";
 import { makeDeployment, parseSse } from "../helpers/deployments";
 
 /**
  * The dashboard's JSON endpoints (/api/ui/**): next-auth session instead of an API key,
  * the current team from the session (and the team cookie, checked against memberships).
  */
-const PASSWORD = "correct horse battery";
-const email = () => `ui-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}@example.com`;
-
-function cookiesOf(res: Response): string[] {
-  return res.headers.getSetCookie().map((c) => c.split(";")[0]!);
-}
-
-/** Signs in through next-auth's credentials flow, as the browser does; returns the Cookie header. */
-async function signIn(address: string, password = PASSWORD): Promise<string> {
-  const csrf = await fetch(`${baseUrl}/api/auth/csrf`);
-  const { csrfToken } = (await csrf.json()) as { csrfToken: string };
-  const jar = cookiesOf(csrf);
-  const res = await fetch(`${baseUrl}/api/auth/callback/credentials`, {
-    method: "POST",
-    redirect: "manual",
-    headers: { "content-type": "application/x-www-form-urlencoded", cookie: jar.join("; ") },
-    body: new URLSearchParams({ csrfToken, email: address, password, json: "true" }),
-  });
-  const session = cookiesOf(res).find((c) => c.startsWith("next-auth.session-token="));
-  if (!session) throw new Error(`sign-in failed for ${address} (${res.status})`);
-  return [...jar, session].join("; ");
-}
-
-async function signUp(body: Record<string, unknown>) {
-  return client().post("/api/ui/sign-up", body);
-}
-
-async function newUser(teamName?: string) {
-  const address = email();
-  const res = await signUp({ email: address, password: PASSWORD, teamName });
-  expect(res.status).toBe(201);
-  return { email: address, team: res.json.team as { id: string; slug: string }, cookie: await signIn(address) };
-}
-
-const as = (cookie: string) => ({
-  get: (path: string) => client().get(path, { cookie }),
-  post: (path: string, body: unknown = {}, headers: Record<string, string> = {}) =>
-    client().post(path, body, { cookie, ...headers }),
-});
-
 describe("sign-up", () => {
   it("creates a user who owns a new team, and signs in with next-auth", async () => {
     const address = email().toUpperCase();

@@ -9,7 +9,7 @@ import { S3BlobStore } from "@/lib/blob";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { datasets, samples, type Dataset } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";
-import { datasetJsonl } from "@/lib/services/dataset-jobs";
+import { datasetCopy } from "@/lib/services/dataset-jobs";
 import { createDataset, datasetDownload, deleteDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
@@ -53,7 +53,7 @@ async function worker(env: Record<string, string> = {}) {
     WORKER_MODELS: "",
     WORKER_HEARTBEAT_SECONDS: "1",
     DATASET_POLL_MS: "100",
-    DATASET_BATCH_SIZE: "10",
+    DATASET_THROTTLE_SAMPLES: "10",
     ...env,
   });
   running.push(w.child);
@@ -187,12 +187,12 @@ describe("dataset packaging by worker processes", () => {
       );
       const job = { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
       let text = "";
-      for await (const { chunk } of datasetJsonl(one.db, job, { batchSize: 50 })) {
+      for await (const { chunk } of datasetCopy(one.db, job)) {
         await new Promise((r) => setTimeout(r, 100)); // a slow blob store
         text += chunk.toString();
       }
       expect(parse(text)).toEqual(lines);
-      for await (const _ of datasetJsonl(one.db, job, { batchSize: 50 })) break;
+      for await (const _ of datasetCopy(one.db, job)) break;
       expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);
     } finally {
       await one.close();
@@ -209,7 +209,7 @@ describe("dataset packaging by worker processes", () => {
         name: "to-s3",
         selection: { limit: 100, offset: 10 },
       });
-      await worker({ ...s3.env, DATASET_BATCH_SIZE: "7" });
+      await worker(s3.env);
       const ready = await waitFor(async () => {
         const r = await row(d.id);
         return r.status === "READY" ? r : undefined;

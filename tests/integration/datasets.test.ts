@@ -2,16 +2,16 @@ import { createHash } from "node:crypto";
 import { eq, inArray, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { DatasetSchema, DownloadResponse } from "@/lib/contracts/datasets";
+import { DownloadResponse } from "@/lib/contracts/datasets";
 import { datasets, samples } from "@/lib/db/schema";
 import { createDataset } from "@/lib/services/datasets";
 import { client, db, makeTeam, type TestTeam } from "../helpers/context";
+import { Dataset, download, parseLines, waitForStatus } from "../helpers/datasets";
 
 // Datasets through the API against the built app and the suite's worker (which packages every
 // PROCESSING dataset of the database into the local blob store).
 
 type Api = ReturnType<typeof client>;
-const Dataset = DatasetSchema.strict();
 
 async function newPipeline(api: Api): Promise<string> {
   return (await api.post("/v1/pipelines/create", { name: "p" })).json.id;
@@ -37,22 +37,6 @@ async function seed(api: Api, pipelineId: string): Promise<string[]> {
   return ids;
 }
 
-async function waitForStatus(api: Api, id: string, status: string, timeout = 30_000) {
-  await expect.poll(async () => (await api.get(`/v1/datasets/${id}`)).json.status, { timeout }).toBe(status);
-  return Dataset.parse((await api.get(`/v1/datasets/${id}`)).json);
-}
-
-/** The downloaded file's text, through the signed URL the API hands out. */
-async function download(api: Api, id: string): Promise<string> {
-  const res = await api.get(`/v1/datasets/${id}/download`);
-  expect(res.status).toBe(200);
-  const { url, expiresAt } = DownloadResponse.strict().parse(res.json);
-  expect(new Date(expiresAt).getTime()).toBeGreaterThan(Date.now());
-  const file = await fetch(url);
-  expect(file.status).toBe(200);
-  return file.text();
-}
-
 /** What the file must hold: the messages of the samples `/samples` lists for the same filter. */
 async function expectedLines(api: Api, pipelineId: string, filter: object): Promise<unknown[]> {
   const listed = (await api.post(`/v1/pipelines/${pipelineId}/samples`, filter)).json as { id: string }[];
@@ -66,16 +50,6 @@ async function expectedLines(api: Api, pipelineId: string, filter: object): Prom
           .where(inArray(samples.id, ids));
   const byId = new Map(rows.map((r) => [r.id, r.messages]));
   return ids.map((id) => ({ messages: byId.get(id) }));
-}
-
-function parseLines(text: string): unknown[] {
-  expect(text === "" || text.endsWith("\n")).toBe(true);
-  return text === ""
-    ? []
-    : text
-        .slice(0, -1)
-        .split("\n")
-        .map((l) => JSON.parse(l));
 }
 
 /** A dataset no worker can claim (its lease is held by nobody for an hour): it stays PROCESSING. */

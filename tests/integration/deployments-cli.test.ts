@@ -74,6 +74,18 @@ describe("deployment CLI", () => {
       [["deployment:create", "--team", team.slug, "--name", "ok"], /--model is required/, 2],
       [["deployment:create", "--team", "no-such-team", "--name", "x", "--model", model], /No team/, 1],
       [["deployment:delete", "--team", team.slug, "--name", "missing"], /No deployment named 'missing'/, 1],
+      [
+        ["deployment:create", "--team", team.slug, "--name", "d", "--model", model, "--dtype", "q5"],
+        /--dtype must be/,
+        2,
+      ],
+      // The generated tiny model ships fp32 only: a dtype it lacks is refused, naming what it has.
+      [
+        ["deployment:create", "--team", team.slug, "--name", "d", "--model", model, "--dtype", "q4"],
+        /no q4 weights; it has: fp32/,
+        2,
+      ],
+      [["deployment:create", "--team", team.slug, "--name", "d", "--model", "/no/such/folder"], /not found/, 2],
     ];
     for (const [args, message, code] of cases) {
       const r = cli(...args);

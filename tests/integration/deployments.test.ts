@@ -130,6 +130,7 @@ describe("POST {deployment_url}", () => {
       [{ n: 17 }, "n"],
       [{ echo: "yes" }, "echo"],
       [{ bad_words: [""] }, "bad_words[0]"],
+      [{ bad_words: ["ok", "x".repeat(129)] }, "bad_words[1]"],
       [{ bad_words: "x" }, "bad_words"],
       [{ logit_bias: { the: 101 } }, "logit_bias.the"],
       [{ logit_bias: { the: "x" } }, "logit_bias.the"],
@@ -195,7 +196,7 @@ describe("POST {deployment_url}", () => {
 });
 
 describe("a deployment whose generation cannot start", () => {
-  it("answers 500 with the error body, for POST and before any event for GET", async () => {
+  it("answers 503 with the reason in the error body, for POST and before any event for GET", async () => {
     const team = await makeTeam();
     const broken = await createDeployment(db().db, {
       teamId: team.id,
@@ -204,12 +205,13 @@ describe("a deployment whose generation cannot start", () => {
     });
     try {
       const url = `${baseUrl}/deployments/${team.slug}/broken`;
+      // The worker fails to load it within a heartbeat; until then the request waits for it.
       const post = await complete({ id: broken.id, name: "broken", path: "", url }, team.modelKey, { prompt: "Hi" });
-      expect(post.status, post.text).toBe(500);
+      expect(post.status, post.text).toBe(503);
       expect(post.json).toEqual(ErrorShape("internal"));
-      expect(post.json.error.message).toMatch(/nonexistent\/model-folder/);
+      expect(post.json.error.message).toMatch(/could not be loaded: .*nonexistent\/model-folder/);
       const get = await fetch(`${url}?prompt=Hi&authorization=${team.modelKey}`);
-      expect(get.status).toBe(500);
+      expect(get.status).toBe(503);
       expect(get.headers.get("content-type")).toMatch(/json/);
       expect(await get.json()).toEqual(ErrorShape("internal"));
     } finally {

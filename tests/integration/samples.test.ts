@@ -74,7 +74,7 @@ describe("adding samples", () => {
       [{ messages: [{ role: "robot", content: "x" }] }, "messages[0].role"],
       [{ messages: [{ role: "user", content: 5 }] }, "messages[0].content"],
       [{ messages: [{ role: "user" }] }, "messages[0].content"],
-      [{ messages: [{ role: "user", content: "x", name: "n" }] }, "messages[0].name"],
+      [{ messages: [{ role: "user", content: "x", extra: "n" }] }, "messages[0].extra"],
       [{ messages: msg("x"), metadata: { a: 1 } }, "metadata.a"],
       [{ messages: msg("x"), metadata: ["a"] }, "metadata"],
       [{ messages: msg("x"), userId: 7 }, "userId"],
@@ -84,6 +84,10 @@ describe("adding samples", () => {
       [{ messages: [{ role: "user", content: "a\u0000b" }] }, "messages[0].content"],
       [{ messages: msg("x"), userId: "u\u0000" }, "userId"],
       [{ messages: msg("x"), metadata: { lang: "e\u0000n" } }, "metadata.lang"],
+      // Nor can jsonb hold an unpaired surrogate, though "\ud800" is valid JSON.
+      [{ messages: [{ role: "user", content: "x\ud800y" }] }, "messages[0].content"],
+      [{ messages: msg("x"), groupId: "\udc00" }, "groupId"],
+      [{ messages: msg("x"), metadata: { ["k\ud83d"]: "v" } }, "metadata.k\ud83d"],
     ];
     for (const [body, param] of cases) {
       const res = await api.post(`/v1/pipelines/${id}/add`, body);
@@ -92,6 +96,22 @@ describe("adding samples", () => {
       if (param) expect(res.json.error.param, JSON.stringify(body)).toBe(param);
     }
     expect((await api.post(`/v1/pipelines/${id}/count`, {})).json).toEqual({ count: 0 });
+  });
+
+  it("never fails one team's concurrent adds because of another team's unstorable text", async () => {
+    const a = client((await makeTeam()).apiKey);
+    const b = client((await makeTeam()).apiKey);
+    const [pa, pb] = await Promise.all([newPipeline(a), newPipeline(b)]);
+    const results = await Promise.all(
+      Array.from({ length: 72 }, (_, i) =>
+        i % 2
+          ? b.post(`/v1/pipelines/${pb}/add`, { messages: msg(`fine ${i}`) }).then((r) => ["b", r.status] as const)
+          : a.post(`/v1/pipelines/${pa}/add`, { messages: msg(`x\ud800y ${i}`) }).then((r) => ["a", r.status] as const),
+      ),
+    );
+    expect(results.filter(([who]) => who === "a").every(([, status]) => status === 400)).toBe(true);
+    expect(results.filter(([who]) => who === "b").map(([, status]) => status)).toEqual(Array(36).fill(200));
+    expect((await b.post(`/v1/pipelines/${pb}/count`, {})).json).toEqual({ count: 36 });
   });
 
   it("answers 413 for a body over the limit, even without Content-Length", async () => {
@@ -118,6 +138,15 @@ describe("adding samples", () => {
     expect(chunked.status).toBe(413);
     expect((await chunked.json()).error.type).toBe("payload_too_large");
     expect((await api.post(`/v1/pipelines/${id}/count`, {})).json).toEqual({ count: 0 });
+  });
+
+  it("answers another method with 405, the error body and Allow", async () => {
+    const api = client((await makeTeam()).apiKey);
+    const id = await newPipeline(api);
+    const res = await api.get(`/v1/pipelines/${id}/add`);
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe("POST");
+    expect(res.json.error.type).toBe("invalid_request");
   });
 
   it("404s for an unknown pipeline", async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, inject, it } from "vitest";
+import { servedModelKey } from "@/lib/contracts/models";
 import { workers } from "@/lib/db/schema";
 import { workerSecret } from "@/lib/internal-secret";
 import { InferenceClient } from "@/lib/inference/client";
@@ -9,7 +10,8 @@ describe("the worker process", () => {
     const [row] = await db().db.select().from(workers);
     expect(row).toBeDefined();
     expect(row!.address).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    expect(row!.models).toContain(inject("tinyModel"));
+    expect(row!.models).toContain(servedModelKey(inject("tinyModel"), "auto"));
+    expect(row!.modelStates[servedModelKey(inject("tinyModel"), "auto")]).toMatchObject({ state: "ready" });
     const before = row!.heartbeatAt.getTime();
     await expect
       .poll(async () => (await db().db.select().from(workers))[0]!.heartbeatAt.getTime(), { timeout: 5_000 })

@@ -1,24 +1,25 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import postgres from "postgres";
 import type { TestProject } from "vitest/node";
-import { startEmbeddedDb } from "../../lib/db/embedded";
-import { migrateDatabase } from "../../lib/db/migrate";
+import { freePort } from "../../lib/net/free-port";
 import { appProcessArgs } from "../../scripts/lib/app-process";
+import { createScratchDatabase, startThrowawayDb } from "../../lib/db/throwaway";
 import { cachedTinyModel } from "../../scripts/tiny-model/generate";
 
 /**
  * One database and one production app server per integration project:
- * `embedded` (PGlite over its socket) or `postgres` (a fresh database on TEST_DATABASE_URL).
+ * `embedded` (a throwaway embedded PostgreSQL 18) or `postgres` (the server at TEST_DATABASE_URL),
+ * each with a fresh database for the suite.
  * The app is the built one (`next start`); `npm test` builds it first.
  */
 declare module "vitest" {
   export interface ProvidedContext {
     baseUrl: string;
     databaseUrl: string;
+    /** The server's admin URL, for tests that need databases of their own. */
+    adminDatabaseUrl: string;
     authSecret: string;
     dataDir: string;
     tinyModel: string;
@@ -27,36 +28,15 @@ declare module "vitest" {
 
 const root = path.resolve(import.meta.dirname, "../..");
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
-
-async function createDatabase(kind: string): Promise<{ url: string; drop: () => Promise<void> }> {
+/** The server of a project: a throwaway embedded PostgreSQL, or TEST_DATABASE_URL's. */
+async function databaseServer(kind: string): Promise<{ adminUrl: string; stop: () => Promise<void> }> {
   if (kind === "embedded") {
-    const db = await startEmbeddedDb({});
-    return { url: db.url, drop: db.stop };
+    const db = await startThrowawayDb();
+    return { adminUrl: db.url, stop: db.stop };
   }
-  const admin = process.env.TEST_DATABASE_URL;
-  if (!admin) throw new Error("TEST_DATABASE_URL is required for the postgres project");
-  const name = `lmp_test_${process.pid}_${Date.now()}`;
-  const sql = postgres(admin, { max: 1, onnotice: () => {} });
-  await sql.unsafe(`create database ${name}`);
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      await sql.unsafe(`drop database if exists ${name} with (force)`);
-      await sql.end();
-    },
-  };
+  const adminUrl = process.env.TEST_DATABASE_URL;
+  if (!adminUrl) throw new Error("TEST_DATABASE_URL is required for the postgres project");
+  return { adminUrl, stop: async () => {} };
 }
 
 export async function startApp(
@@ -113,16 +93,27 @@ export async function startWorker(env: Record<string, string>): Promise<{ child:
 
 export default async function setup(project: TestProject) {
   const kind = project.config.env?.TEST_DB ?? "embedded";
-  const db = await createDatabase(kind);
-  await migrateDatabase(db.url);
+  const server = await databaseServer(kind);
+  const db = await createScratchDatabase(server.adminUrl, "test");
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `lmp-${kind}-`));
   const authSecret = "test-secret-0123456789-0123456789-abcdef";
   const tinyModel = await cachedTinyModel();
   const common = { DATABASE_URL: db.url, AUTH_SECRET: authSecret, DATA_DIR: dataDir };
-  const app = await startApp(common);
-  const worker = await startWorker({ ...common, WORKER_MODELS: tinyModel, WORKER_HEARTBEAT_SECONDS: "1" });
+  // Every sign-in of the suite comes from 127.0.0.1: the per-address limit would soon refuse
+  // them (the limits have tests of their own).
+  const app = await startApp({ ...common, SIGNIN_ATTEMPTS_PER_ADDRESS: "100000", USAGE_FLUSH_MS: "100" });
+  // Maintenance (retention, deleted pipelines) every second and imports polled often: the tests
+  // wait for them.
+  const worker = await startWorker({
+    ...common,
+    WORKER_MODELS: tinyModel,
+    WORKER_HEARTBEAT_SECONDS: "1",
+    MAINTENANCE_INTERVAL_SECONDS: "1",
+    IMPORT_POLL_MS: "100",
+  });
   project.provide("baseUrl", app.url);
   project.provide("databaseUrl", db.url);
+  project.provide("adminDatabaseUrl", server.adminUrl);
   project.provide("authSecret", authSecret);
   project.provide("dataDir", dataDir);
   project.provide("tinyModel", tinyModel);
@@ -134,6 +125,7 @@ export default async function setup(project: TestProject) {
     }
     if (process.env.TEST_APP_LOGS) console.log(app.logs.join(""), worker.logs.join(""));
     await db.drop();
+    await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   };
 }

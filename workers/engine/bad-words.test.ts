@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { BadWordsGuard } from "./bad-words";
 import { Engine } from "./engine";
-import type { LoadedModel } from "./model-loader";
+import type { LoadedModel } from "./model/load-model";
 import { tinyModelDir } from "./testing/models";
 import { tokenTable } from "./token-table";
 
@@ -26,6 +26,38 @@ describe("bad_words", () => {
     expect(he).toHaveLength(1);
     expect(afterT).toContain(he[0]);
     expect(guard.bannedAfter(new TextEncoder().encode("ax"))).not.toContain(he[0]);
+  });
+
+  it("bans exactly what a brute-force check bans, for self-overlapping words and random tails", () => {
+    const table = tokenTable(model.tokenizer, 0);
+    const words = ["aaaa", "abab", "the", "a the", "ing"];
+    const guard = new BadWordsGuard(table, words);
+    const enc = new TextEncoder();
+    const bw = words.map((w) => enc.encode(w));
+    /** Token ids t such that tail + bytes(t) contains a word that tail alone does not end inside. */
+    const bruteForce = (tail: Uint8Array) => {
+      const out = new Set<number>();
+      table.bytes.forEach((b, id) => {
+        for (const w of bw) {
+          for (let k = 1; k < w.length && k <= tail.length; k++) {
+            const endsWithPrefix = w.subarray(0, k).every((x, i) => tail[tail.length - k + i] === x);
+            const rest = w.subarray(k);
+            if (endsWithPrefix && b.length >= rest.length && rest.every((x, i) => b[i] === x)) out.add(id);
+          }
+        }
+      });
+      return [...out].sort((x, y) => x - y);
+    };
+    let rng = 7;
+    const next = () => (rng = (rng * 1103515245 + 12345) % 2 ** 31);
+    const alphabet = enc.encode("ab theing");
+    for (let i = 0; i < 60; i++) {
+      const tail = Uint8Array.from({ length: next() % (guard.maxTail + 1) }, () => alphabet[next() % alphabet.length]!);
+      expect(
+        [...new Set(guard.bannedAfter(tail))].sort((x, y) => x - y),
+        new TextDecoder().decode(tail),
+      ).toEqual(bruteForce(tail));
+    }
   });
 
   it("property: over 40 seeds, none of the words ever appears in the output", async () => {

@@ -7,6 +7,8 @@ import type { TokenTable } from "./token-table";
 
 export class BadWordsGuard {
   private readonly words: Uint8Array[];
+  /** KMP failure function of each word: fail[i] = longest proper border of word[0..i]. */
+  private readonly fail: Int32Array[];
   /** Tokens whose own bytes contain a bad word: banned at every step. */
   readonly alwaysBanned: number[];
   /** (word index, matched prefix length k) → tokens whose bytes start with word[k:]. */
@@ -19,10 +21,11 @@ export class BadWordsGuard {
   ) {
     const enc = new TextEncoder();
     this.words = badWords.map((w) => enc.encode(w)).filter((w) => w.length > 0);
+    this.fail = this.words.map(failureFunction);
     this.maxTail = Math.max(0, ...this.words.map((w) => w.length - 1));
     const banned: number[] = [];
     table.bytes.forEach((b, id) => {
-      if (this.words.some((w) => indexOf(b, w) >= 0)) banned.push(id);
+      if (this.words.some((w, wi) => contains(b, w, this.fail[wi]!))) banned.push(id);
     });
     this.alwaysBanned = banned;
   }
@@ -31,13 +34,23 @@ export class BadWordsGuard {
     return this.words.length > 0;
   }
 
-  /** Tokens that must not follow output ending in `tail` (the last `maxTail` output bytes). */
+  /**
+   * Tokens that must not follow output ending in `tail` (the last `maxTail` output bytes). Per
+   * step, O(tail + matches) per word: the KMP automaton runs over the tail once, and the chain of
+   * borders of its final state lists every prefix of the word that the output ends with.
+   */
   bannedAfter(tail: Uint8Array): number[] {
     const out: number[] = [];
     this.words.forEach((w, wi) => {
-      for (let k = 1; k < w.length; k++) {
-        if (k > tail.length || !endsWith(tail, w, k)) continue;
-        out.push(...this.completing(wi, k));
+      const fail = this.fail[wi]!;
+      let k = 0;
+      for (const byte of tail) {
+        while (k > 0 && (k === w.length || w[k] !== byte)) k = fail[k - 1]!;
+        if (w[k] === byte) k++;
+      }
+      if (k === w.length) k = fail[k - 1]!; // a whole word in the tail was banned when it formed
+      for (; k > 0; k = fail[k - 1]!) {
+        for (const id of this.completing(wi, k)) out.push(id);
       }
     });
     return out;
@@ -47,35 +60,72 @@ export class BadWordsGuard {
     const key = `${wi}:${k}`;
     let ids = this.completions.get(key);
     if (!ids) {
-      const rest = this.words[wi].subarray(k);
-      ids = [];
-      this.table.bytes.forEach((b, id) => {
-        if (b.length >= rest.length && startsWith(b, rest)) ids!.push(id);
-      });
+      ids = tokensStartingWith(this.table, this.words[wi]!.subarray(k));
       this.completions.set(key, ids);
     }
     return ids;
   }
 }
 
+function failureFunction(w: Uint8Array): Int32Array {
+  const fail = new Int32Array(w.length);
+  for (let i = 1, k = 0; i < w.length; i++) {
+    while (k > 0 && w[i] !== w[k]) k = fail[k - 1]!;
+    if (w[i] === w[k]) k++;
+    fail[i] = k;
+  }
+  return fail;
+}
+
+/** Does `hay` contain `w`? (KMP: linear in both.) */
+function contains(hay: Uint8Array, w: Uint8Array, fail: Int32Array): boolean {
+  if (hay.length < w.length) return false;
+  for (let i = 0, k = 0; i < hay.length; i++) {
+    while (k > 0 && hay[i] !== w[k]) k = fail[k - 1]!;
+    if (hay[i] === w[k] && ++k === w.length) return true;
+  }
+  return false;
+}
+
+/**
+ * The token ids of a table sorted by their bytes, once per table: the tokens that start with some
+ * bytes are then one contiguous range, found by binary search instead of a scan of the vocabulary.
+ */
+const sortedIds = new WeakMap<TokenTable, Int32Array>();
+
+function compare(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+function tokensStartingWith(table: TokenTable, prefix: Uint8Array): number[] {
+  let ids = sortedIds.get(table);
+  if (!ids) {
+    ids = Int32Array.from(table.bytes.keys()).sort((x, y) => compare(table.bytes[x]!, table.bytes[y]!));
+    sortedIds.set(table, ids);
+  }
+  const bytes = table.bytes;
+  // First id whose bytes are >= prefix; every token starting with prefix follows it contiguously.
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compare(bytes[ids[mid]!]!, prefix) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  const out: number[] = [];
+  for (let i = lo; i < ids.length; i++) {
+    const b = bytes[ids[i]!]!;
+    if (b.length < prefix.length || !startsWith(b, prefix)) break;
+    out.push(ids[i]!);
+  }
+  return out;
+}
+
 function startsWith(b: Uint8Array, prefix: Uint8Array) {
   for (let i = 0; i < prefix.length; i++) if (b[i] !== prefix[i]) return false;
   return true;
-}
-
-/** Does `tail` end with the first k bytes of `w`? */
-function endsWith(tail: Uint8Array, w: Uint8Array, k: number) {
-  const off = tail.length - k;
-  for (let i = 0; i < k; i++) if (tail[off + i] !== w[i]) return false;
-  return true;
-}
-
-function indexOf(hay: Uint8Array, needle: Uint8Array): number {
-  outer: for (let i = 0; i + needle.length <= hay.length; i++) {
-    for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
-    return i;
-  }
-  return -1;
 }
 
 /** Keeps the last `max` bytes of a growing byte sequence. */

@@ -1,8 +1,12 @@
 // Chat requests: `messages` are rendered with the model's chat template (or a plain transcript
 // when the model has none) before tokenization; a request gives exactly one of prompt/messages.
+import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadModel, type LoadedModel } from "./model-loader";
-import { planRequest, renderChat } from "./request-plan";
+import { FALLBACK_CHAT_TEMPLATE, renderChat } from "./chat-template";
+import { loadModel, type LoadedModel } from "./model/load-model";
+import { planRequest } from "./request-plan";
 import { tinyModelDir } from "./testing/models";
 
 let m: LoadedModel;
@@ -15,16 +19,74 @@ const messages = [
   { role: "user" as const, content: "Hi" },
 ];
 
+/** A private copy of the tiny model whose chat template files are set up by `prepare`. */
+async function withTemplates(prepare: (dir: string, config: Record<string, unknown>) => Promise<void>) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-chat-"));
+  await cp(await tinyModelDir(), dir, { recursive: true });
+  const config = JSON.parse(await readFile(path.join(dir, "tokenizer_config.json"), "utf8"));
+  await prepare(dir, config);
+  await writeFile(path.join(dir, "tokenizer_config.json"), JSON.stringify(config));
+  return loadModel(dir);
+}
+
+const rendered = (loaded: LoadedModel) => ({
+  text: renderChat(loaded.tokenizer, messages),
+  source: loaded.info.chatTemplate,
+});
+
 describe("chat prompts", () => {
   it("renders messages with the model's template and opens the assistant turn", () => {
     const plan = planRequest(m, { messages, max_tokens: 4 });
     expect(plan.promptText).toBe("<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n");
     expect(plan.promptIds).toEqual(m.tokenizer.encode(plan.promptText, { add_special_tokens: false }));
+    expect(m.info.chatTemplate).toBe("tokenizer_config.json");
   });
 
-  it("falls back to a plain transcript for a model without a chat template", () => {
-    const bare = { ...m, tokenizer: Object.assign(Object.create(m.tokenizer), { chat_template: null }) };
-    expect(renderChat(bare as LoadedModel, messages)).toBe("system: Be brief.\nuser: Hi\nassistant:");
+  it("chat_template.jinja wins over tokenizer_config.json, which wins over chat_template.json", async () => {
+    const jinja = await withTemplates(async (dir) => {
+      await writeFile(
+        path.join(dir, "chat_template.jinja"),
+        "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}",
+      );
+      await writeFile(
+        path.join(dir, "chat_template.json"),
+        JSON.stringify({ chat_template: "json{{ messages[0].content }}" }),
+      );
+    });
+    expect(rendered(jinja)).toEqual({ text: "[system]Be brief.[user]Hi", source: "chat_template.jinja" });
+    const json = await withTemplates(async (dir, config) => {
+      delete config.chat_template;
+      await writeFile(
+        path.join(dir, "chat_template.json"),
+        JSON.stringify({ chat_template: "json:{{ messages[1].content }}" }),
+      );
+    });
+    expect(rendered(json)).toEqual({ text: "json:Hi", source: "chat_template.json" });
+    await Promise.all([jinja.dispose(), json.dispose()]);
+  });
+
+  it("a model without any template gets the documented 'role: content' fallback", async () => {
+    const none = await withTemplates(async (_dir, config) => {
+      delete config.chat_template;
+    });
+    expect(rendered(none)).toEqual({ text: "system: Be brief.\nuser: Hi\nassistant:", source: "fallback" });
+    expect(none.tokenizer.chat_template).toBe(FALLBACK_CHAT_TEMPLATE);
+    await none.dispose();
+  });
+
+  it("a template that raises is an invalid request with the template's message", async () => {
+    const strict = await withTemplates(async (_dir, config) => {
+      config.chat_template =
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}";
+    });
+    expect(() => planRequest(strict, { messages, max_tokens: 4 })).toThrow(
+      expect.objectContaining({
+        code: "invalid_request",
+        param: "messages",
+        message: expect.stringContaining("System role not supported"),
+      }),
+    );
+    await strict.dispose();
   });
 
   it("takes exactly one of prompt and messages", () => {

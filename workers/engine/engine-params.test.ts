@@ -1,7 +1,7 @@
 // Each sampling parameter through the whole engine on the generated tiny model.
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
-import type { LoadedModel } from "./model-loader";
+import type { LoadedModel } from "./model/load-model";
 import { tinyModelDir } from "./testing/models";
 
 let engine: Engine;

@@ -10,7 +10,9 @@ import type {
   GenerationUsage,
 } from "@/lib/contracts/generation";
 import { EngineError } from "./errors";
-import type { LoadedModel, ModelRegistry } from "./model-loader";
+import type { LoadedModel, LoadModelOptions } from "./model/load-model";
+import { isDtypeChoice, type DtypeChoice } from "./model/dtypes";
+import type { ModelRegistry } from "./model/registry";
 import { planRequest } from "./request-plan";
 import type { Scheduler, SchedulerOptions } from "./scheduler";
 
@@ -18,6 +20,11 @@ export interface EngineOptions extends SchedulerOptions {
   /** Model ids (local folders or hub ids) this engine serves; the first is the default. */
   models: string[];
   registry?: ModelRegistry;
+  /**
+   * How to load a model in a dtype (progress reporting, cancellation, hub settings). The dtype
+   * comes with each request (a deployment's), default `auto`; each (model, dtype) is loaded once.
+   */
+  loadOptions?: (id: string, dtype: DtypeChoice) => LoadModelOptions;
 }
 
 export interface GenerateOptions {
@@ -49,29 +56,54 @@ export class Engine {
   }
 
   /** Loads a model now (otherwise the first request loads it). */
-  async load(id = this.served[0]): Promise<LoadedModel> {
-    return (await this.scheduler(id)).model;
+  async load(
+    id = this.served[0],
+    dtype?: DtypeChoice,
+    onProgress?: LoadModelOptions["onProgress"],
+  ): Promise<LoadedModel> {
+    return (await this.scheduler(id, dtype, onProgress)).model;
   }
 
-  async scheduler(id = this.served[0]): Promise<Scheduler> {
+  /** `dtype`: the request's (a deployment's); without one, loadOptions' choice, else auto. */
+  async scheduler(
+    id = this.served[0],
+    dtype?: DtypeChoice,
+    onProgress?: LoadModelOptions["onProgress"],
+  ): Promise<Scheduler> {
     if (id === undefined) throw new EngineError("model_not_found", "this worker serves no model yet", "model");
     if (!this.served.includes(id))
       throw new EngineError("model_not_found", `model ${id} is not served by this worker`, "model");
-    let s = this.schedulers.get(id);
+    // One scheduler per (model, dtype): two deployments of one model in two dtypes run side by side.
+    const base = this.opts.loadOptions?.(id, dtype ?? "auto");
+    const chosen = dtype ?? base?.dtype ?? "auto";
+    const key = `${id}\u0000${chosen}`;
+    let s = this.schedulers.get(key);
     if (!s) {
-      s = this.createScheduler(id);
-      this.schedulers.set(id, s);
-      s.catch(() => this.schedulers.delete(id));
+      s = this.createScheduler(id, { ...base, dtype: chosen, ...(onProgress ? { onProgress } : {}) });
+      this.schedulers.set(key, s);
+      s.catch(() => this.schedulers.delete(key));
     }
     return s;
   }
 
   // transformers.js and onnxruntime (about 150 MB resident) are loaded with the first model, not
   // with the engine: a worker that serves no model yet (one that only packages datasets) stays small.
-  private async createScheduler(id: string): Promise<Scheduler> {
-    const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model-loader"), import("./scheduler")]);
+  private async createScheduler(id: string, opts: LoadModelOptions | undefined): Promise<Scheduler> {
+    const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model/registry"), import("./scheduler")]);
     this.registry ??= new ModelRegistry();
-    return new Scheduler(await this.registry.get(id), this.opts);
+    return new Scheduler(await this.registry.get(id, opts), this.opts);
+  }
+
+  /** Load figures of every model loaded so far (never loads one), for the worker's /health. */
+  async loadStats(): Promise<Record<string, number | string>[]> {
+    const out: Record<string, number | string>[] = [];
+    for (const [key, s] of this.schedulers) {
+      const scheduler = await s.catch(() => null);
+      if (!scheduler) continue;
+      const [id, dtype] = key.split("\u0000");
+      out.push({ id: id!, dtype: dtype!, ...scheduler.stats() });
+    }
+    return out;
   }
 
   /** Unloads every model this engine loaded. */
@@ -87,8 +119,11 @@ export class Engine {
     input: GenerationRequestInput | unknown,
     opts: GenerateOptions = {},
   ): Promise<AsyncIterable<GenerationStreamEvent>> {
-    const modelId = (input as { model?: unknown } | null)?.model;
-    const scheduler = await this.scheduler(typeof modelId === "string" ? modelId : undefined);
+    const { model: modelId, dtype } = (input ?? {}) as { model?: unknown; dtype?: unknown };
+    const scheduler = await this.scheduler(
+      typeof modelId === "string" ? modelId : undefined,
+      isDtypeChoice(dtype) ? dtype : undefined,
+    );
     const plan = planRequest(scheduler.model, input);
     const channel = scheduler.submit(plan, opts.signal);
     if (plan.request.echo && plan.request.n >= 1) {
@@ -100,26 +135,7 @@ export class Engine {
   async generate(input: GenerationRequestInput | unknown, opts: GenerateOptions = {}): Promise<GenerationResult> {
     const modelId = (input as { model?: unknown } | null)?.model;
     const events = await this.start(input, opts);
-    const choices = new Map<number, GenerationChoice>();
-    let usage: GenerationUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-    const choice = (index: number) => {
-      let c = choices.get(index);
-      if (!c) choices.set(index, (c = { index, text: "", finish_reason: "length", stop: null, logprobs: null }));
-      return c;
-    };
-    for await (const e of events) {
-      if (e.type === "delta") {
-        const c = choice(e.index);
-        c.text += e.text;
-        if (e.logprobs) c.logprobs = [...(c.logprobs ?? []), ...e.logprobs];
-      } else if (e.type === "finish") Object.assign(choice(e.index), { finish_reason: e.finish_reason, stop: e.stop });
-      else if (e.type === "done") usage = e.usage;
-    }
-    return {
-      model: typeof modelId === "string" ? modelId : (this.served[0] ?? ""),
-      choices: [...choices.values()].sort((a, b) => a.index - b.index),
-      usage,
-    };
+    return collectResult(events, typeof modelId === "string" ? modelId : (this.served[0] ?? ""));
   }
 
   /** Text deltas of the first choice (n = 1 use): concatenated, they equal generate()'s text. */
@@ -127,6 +143,33 @@ export class Engine {
     for await (const e of await this.start(input, opts))
       if (e.type === "delta" && e.index === 0 && e.text) yield e.text;
   }
+}
+
+/** A generation's events assembled into its whole result (what generate() returns). */
+export async function collectResult(
+  events: AsyncIterable<GenerationStreamEvent>,
+  model: string,
+): Promise<GenerationResult> {
+  const choices = new Map<number, GenerationChoice>();
+  let usage: GenerationUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const choice = (index: number) => {
+    let c = choices.get(index);
+    if (!c) choices.set(index, (c = { index, text: "", finish_reason: "length", stop: null, logprobs: null }));
+    return c;
+  };
+  for await (const e of events) {
+    if (e.type === "delta") {
+      const c = choice(e.index);
+      c.text += e.text;
+      if (e.logprobs) c.logprobs = [...(c.logprobs ?? []), ...e.logprobs];
+    } else if (e.type === "finish") Object.assign(choice(e.index), { finish_reason: e.finish_reason, stop: e.stop });
+    else if (e.type === "done") usage = e.usage;
+  }
+  return {
+    model,
+    choices: [...choices.values()].sort((a, b) => a.index - b.index),
+    usage,
+  };
 }
 
 async function* prependEcho(

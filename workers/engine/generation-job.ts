@@ -1,17 +1,21 @@
 // A request in flight: its plan, its n sequences, its event channel and its prefill progress.
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
 import type { EventChannel } from "./event-channel";
-import type { PrefillCache } from "./kv-cache";
+import type { PrefillState } from "./model/layouts/layout";
 import type { RequestPlan } from "./request-plan";
 import type { Sequence } from "./sequence";
 
 export interface GenerationJob {
   plan: RequestPlan;
+  /** Whose request it is (the team): the scheduler shares the batch fairly between tenants. */
+  tenant: string;
+  /** Arrival order, for first come first served within a tenant and between equals. */
+  order: number;
   sequences: Sequence[];
   channel: EventChannel<GenerationStreamEvent>;
   /** Prompt tokens already run through the model (chunked prefill). */
   prefilled: number;
-  prefillKv: PrefillCache | null;
+  prefillKv: PrefillState | null;
   cancelled: boolean;
   done: boolean;
 }

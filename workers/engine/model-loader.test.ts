@@ -4,8 +4,8 @@ import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Engine } from "./engine";
-import { ModelRegistry } from "./model-loader";
-import { llamaModelDir, tinyModelDir } from "./testing/models";
+import { ModelRegistry } from "./model/registry";
+import { llamaDtypesDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
 describe("model loading", () => {
   it("loads lazily and caches by id", async () => {
@@ -39,6 +39,18 @@ describe("model loading", () => {
       code: "invalid_model",
       message: expect.stringContaining("config.json"),
     });
+  });
+
+  it("an engine asks loadOptions on each request: a changed dtype serves the other graph", async () => {
+    const dir = await llamaDtypesDir();
+    let dtype: "fp32" | "q4" = "fp32";
+    const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype }) });
+    expect((await engine.load()).info.dtype).toBe("fp32");
+    dtype = "q4";
+    expect((await engine.load()).info.dtype).toBe("q4");
+    const r = await engine.generate({ prompt: "Hello", max_tokens: 3, temperature: 0 });
+    expect(r.usage.completion_tokens).toBeGreaterThan(0);
+    await engine.dispose();
   });
 
   it("an engine refuses models it does not serve", async () => {

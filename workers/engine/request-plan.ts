@@ -3,12 +3,12 @@
 import {
   generationRequestSchema,
   MAX_CONTEXT_TOKENS,
-  type GenerationMessage,
   type GenerationRequest,
   type GenerationRequestInput,
 } from "@/lib/contracts/generation";
+import { renderChat } from "./chat-template";
 import { EngineError } from "./errors";
-import type { LoadedModel } from "./model-loader";
+import type { LoadedModel } from "./model/load-model";
 import type { SamplingParams } from "./sampler";
 
 export interface RequestPlan {
@@ -30,30 +30,13 @@ export function parseRequest(input: GenerationRequestInput | unknown): Generatio
   return parsed.data;
 }
 
-/**
- * A conversation as the model expects it: its own chat template (tokenizer_config.json) with the
- * assistant turn opened. A model without a template gets a plain "role: content" transcript, so
- * chat works with any causal LM.
- */
-export function renderChat(m: LoadedModel, messages: GenerationMessage[]): string {
-  if (m.tokenizer.chat_template) {
-    return m.tokenizer.apply_chat_template(messages, { tokenize: false, add_generation_prompt: true }) as string;
-  }
-  return messages.map((msg) => `${msg.role}: ${msg.content}\n`).join("") + "assistant:";
-}
-
-export function vocabularySize(m: LoadedModel): number {
-  const cfg = m.model.config as unknown as { vocab_size?: number };
-  return cfg.vocab_size ?? (m.tokenizer.get_vocab() as Map<string, number>).size;
-}
-
 export function planRequest(m: LoadedModel, input: GenerationRequestInput | unknown): RequestPlan {
   const request = parseRequest(input);
-  const vocab = vocabularySize(m);
+  const vocab = m.info.vocabSize;
   let promptIds: number[];
   let promptText: string;
   if (request.messages) {
-    promptText = renderChat(m, request.messages);
+    promptText = renderChat(m.tokenizer, request.messages);
     // The template writes the special tokens itself (BOS, turn markers): add none on top.
     promptIds = m.tokenizer.encode(promptText, { add_special_tokens: false });
   } else if (typeof request.prompt === "string") {

@@ -28,12 +28,22 @@ export interface TokenChoice {
   id: number;
   logprob: number;
 }
+/** `logprob` is NaN and `top` null unless the params ask for logprobs. */
 export interface SampleResult extends TokenChoice {
   top: TokenChoice[] | null;
 }
 
-/** Applies bias, bans, repetition penalty and temperature to a copy of the logits. */
+/**
+ * Applies bias, bans, repetition penalty and temperature to a copy of the logits; when none
+ * applies, returns `raw` itself (callers only read it): no vocabulary-sized copy per token.
+ */
 export function processLogits(raw: Float32Array, p: SamplingParams, ctx: SampleContext): Float32Array {
+  const untouched =
+    p.bias.size === 0 &&
+    ctx.banned.every((list) => list.length === 0) &&
+    p.repetitionPenalty === 1 &&
+    (p.temperature === 0 || p.temperature === 1);
+  if (untouched) return raw;
   const l = Float32Array.from(raw);
   for (const [id, b] of p.bias) if (id < l.length) l[id] = b <= -100 ? -Infinity : l[id] + b;
   for (const list of ctx.banned) for (const id of list) l[id] = -Infinity;
@@ -60,14 +70,15 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
     }
   }
   if (argmax < 0) return { id: ctx.fallbackToken, logprob: 0, top: null };
+  const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng);
+  // Log-probabilities cost a pass of exp() over the vocabulary: only when asked for.
+  if (!p.logprobs) return { id, logprob: NaN, top: null };
 
   let sumExp = 0;
   for (let i = 0; i < l.length; i++) sumExp += Math.exp(l[i] - max);
   const logZ = max + Math.log(sumExp);
-  const logprobOf = (id: number) => l[id] - logZ;
-  const top = p.logprobs ? topN(l, p.logprobs).map((id) => ({ id, logprob: logprobOf(id) })) : null;
-
-  const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng);
+  const logprobOf = (t: number) => l[t] - logZ;
+  const top = topN(l, p.logprobs).map((t) => ({ id: t, logprob: logprobOf(t) }));
   return { id, logprob: logprobOf(id), top };
 }
 
@@ -89,7 +100,7 @@ function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng): numb
   if (!truncating) {
     // No truncation: draw over the whole vocabulary without sorting.
     let total = 0;
-    const probs = new Float64Array(l.length);
+    const probs = scratch(l.length);
     for (let i = 0; i < l.length; i++) total += probs[i] = Math.exp(l[i] - max);
     let u = prng.next() * total;
     let last = 0;
@@ -117,6 +128,13 @@ function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng): numb
   let u = prng.next();
   for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return ids[i];
   return ids[ids.length - 1];
+}
+
+let scratchBuffer = new Float64Array(0);
+/** A reused vocabulary-sized buffer (one per process: sampling is synchronous). */
+function scratch(n: number): Float64Array {
+  if (scratchBuffer.length < n) scratchBuffer = new Float64Array(n);
+  return scratchBuffer.subarray(0, n);
 }
 
 /** Finite-logit token ids, most likely first (ties: lower id first, deterministic). */

@@ -1,7 +1,7 @@
 // Continuous batching, cancellation and the bounded queue.
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
-import type { LoadedModel } from "./model-loader";
+import type { LoadedModel } from "./model/load-model";
 import { llamaModelDir, tinyModelDir } from "./testing/models";
 
 let dir: string;
@@ -130,5 +130,64 @@ describe("bounded queue", () => {
     });
     const done = await Promise.all(running);
     expect(done.every((r) => r.usage.completion_tokens === 30)).toBe(true);
+  });
+});
+
+describe("fair sharing between tenants", () => {
+  it("admits another tenant's request at once while one tenant's n=16 requests fill the batch", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16 });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
+    const flood = Array.from({ length: 4 }, (_, i) =>
+      engine.generate({ prompt: `Flood ${i}`, max_tokens: 60, n: 16, seed: i, logit_bias: noEos, tenant: "team-a" }),
+    );
+    // The first flood request now runs 16 sequences; three more wait behind it.
+    await expect.poll(() => scheduler.stats().running, { interval: 5 }).toBe(16);
+    const submittedAt = m.stats.forwardCalls;
+    let firstTokenAt = -1;
+    const events = await engine.start({ prompt: "Hello", max_tokens: 3, temperature: 0, tenant: "team-b" });
+    for await (const e of events) {
+      if (e.type === "delta" && firstTokenAt < 0) firstTokenAt = m.stats.forwardCalls;
+    }
+    // Its prefill ran within a couple of passes of its arrival, not after the flood's 60 steps.
+    expect(firstTokenAt - submittedAt).toBeLessThanOrEqual(3);
+    expect(scheduler.stats().queued).toBeGreaterThanOrEqual(2); // team A's requests still wait their turn
+    const results = await Promise.all(flood);
+    expect(results.map((r) => r.choices.length)).toEqual([16, 16, 16, 16]);
+    expect(results.every((r) => r.choices.every((c) => c.finish_reason === "length"))).toBe(true);
+  });
+
+  it("does not hold one tenant's next request back while another tenant's few sequences run", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16 });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    const order: string[] = [];
+    const gen = (tenant: string, name: string, max_tokens: number, n: number) =>
+      engine.generate({ prompt: name, max_tokens, n, seed: 1, logit_bias: noEos, tenant }).then(() => order.push(name));
+    // Team A: two requests of 8 sequences fill the batch, a third waits.
+    const a = [gen("team-a", "a1", 10, 8), gen("team-a", "a2", 80, 8)];
+    await expect.poll(() => scheduler.stats().running, { interval: 5 }).toBe(16);
+    a.push(gen("team-a", "a3", 10, 8));
+    // Team B's one long sequence joins the full batch.
+    const b = gen("team-b", "b", 160, 1);
+    await Promise.all([...a, b]);
+    // a3 took a1's place when it ended, beside b's sequence, rather than waiting for a2 or b.
+    expect(order).toEqual(["a1", "a3", "a2", "b"]);
+  });
+
+  it("takes the next request from the tenant with the fewest sequences running, not the oldest", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 4 });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    const order: string[] = [];
+    const run = (tenant: string, i: number) =>
+      engine
+        .generate({ prompt: `${tenant} ${i}`, max_tokens: 8, n: 2, seed: i, logit_bias: noEos, tenant })
+        .then(() => order.push(`${tenant}${i}`));
+    // Team A queues three requests before team B's one: B's is not served last.
+    const all = [run("a", 1), run("a", 2), run("a", 3), run("b", 1)];
+    await Promise.all(all);
+    expect(order.indexOf("b1")).toBeLessThan(order.indexOf("a3"));
   });
 });

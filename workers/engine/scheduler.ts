@@ -3,14 +3,20 @@
 // When both have work they alternate, so a long prompt delays running streams by at most one
 // chunk per token. A request's sequences join the running batch after its prompt pass and
 // leave as soon as they finish or are cancelled (their KV rows are dropped at that point).
-import { Tensor } from "@huggingface/transformers";
+//
+// Fair sharing between tenants (teams): each has its own queue, and the next request admitted is
+// the oldest of the tenant with the fewest sequences running. Each tenant may run up to maxBatch
+// sequences, and the batch holds up to twice that in all: so one team's flood of n=16 requests
+// cannot hold another team's first token back by more than a step and a prefill, and that other
+// team's few sequences do not hold the flood's next request back either (with one tenant, the
+// batch is maxBatch as before).
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
 import { BadWordsGuard } from "./bad-words";
 import { EngineError } from "./errors";
 import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
-import { BatchCache, prefillCacheFrom, prefillPast, type RowSource } from "./kv-cache";
-import type { LoadedModel } from "./model-loader";
+import type { DecodeBatch, PrefillState } from "./model/layouts/layout";
+import type { LoadedModel } from "./model/load-model";
 import { createPrng, randomSeed } from "./prng";
 import type { RequestPlan } from "./request-plan";
 import { sampleToken } from "./sampler";
@@ -29,26 +35,21 @@ export interface SchedulerOptions {
 interface Row {
   seq: Sequence;
   job: GenerationJob;
-  /** Tokens of this sequence held in the KV cache. */
-  cached: number;
 }
-
-const int64 = (values: number[], dims: number[]) =>
-  new Tensor(
-    "int64",
-    BigInt64Array.from(values, (v) => BigInt(v)),
-    dims,
-  );
 
 export class Scheduler {
   private readonly maxBatch: number;
   private readonly maxQueue: number;
   private readonly prefillChunk: number;
-  private readonly queue: GenerationJob[] = [];
+  /** Waiting requests, per tenant, oldest first. */
+  private readonly queues = new Map<string, GenerationJob[]>();
+  private queued = 0;
+  private arrivals = 0;
   private prefilling: GenerationJob | null = null;
   private rows: Row[] = [];
-  private joiners: { row: Row; source: RowSource }[] = [];
-  private kv: BatchCache | null = null;
+  private joiners: { row: Row; state: PrefillState }[] = [];
+  /** The running rows' caches, in `rows` order; how they are stored is the model layout's. */
+  private batch: DecodeBatch | null = null;
   private looping = false;
   private preferPrefill = true;
   private idleWaiters: (() => void)[] = [];
@@ -66,10 +67,10 @@ export class Scheduler {
   stats() {
     return {
       running: this.rows.length,
-      queued: this.queue.length,
+      queued: this.queued,
       prefilling: this.prefilling ? 1 : 0,
-      kvColumns: this.kv?.capacity ?? 0,
-      kvBytes: this.kv?.bytes ?? 0,
+      kvColumns: this.batch?.columns ?? 0,
+      kvBytes: this.batch?.bytes ?? 0,
     };
   }
 
@@ -83,16 +84,19 @@ export class Scheduler {
     const n = plan.request.n;
     if (n > this.maxBatch)
       throw new EngineError("invalid_request", `n (${n}) exceeds this worker's batch size (${this.maxBatch})`, "n");
-    if (this.queue.length >= this.maxQueue) {
+    if (this.queued >= this.maxQueue) {
       throw new EngineError(
         "overloaded",
-        `engine overloaded: ${this.queue.length} requests already queued (limit ${this.maxQueue}); retry later`,
+        `engine overloaded: ${this.queued} requests already queued (limit ${this.maxQueue}); retry later`,
       );
     }
     if (signal?.aborted) throw abortError();
     const job = this.createJob(plan);
     signal?.addEventListener("abort", () => this.cancel(job), { once: true });
-    this.queue.push(job);
+    const queue = this.queues.get(job.tenant);
+    if (queue) queue.push(job);
+    else this.queues.set(job.tenant, [job]);
+    this.queued++;
     this.kick();
     return job.channel;
   }
@@ -104,6 +108,8 @@ export class Scheduler {
     const seed = plan.seed ?? randomSeed();
     const job: GenerationJob = {
       plan,
+      tenant: plan.request.tenant ?? "",
+      order: this.arrivals++,
       sequences: [],
       channel: new EventChannel<GenerationStreamEvent>(() => this.cancel(job)),
       prefilled: 0,
@@ -132,8 +138,7 @@ export class Scheduler {
   private cancel(job: GenerationJob) {
     if (job.done || job.cancelled) return;
     job.cancelled = true;
-    const queued = this.queue.indexOf(job);
-    if (queued >= 0) this.queue.splice(queued, 1);
+    this.dequeue(job);
     if (this.prefilling === job) {
       this.prefilling = null;
       job.prefillKv = null;
@@ -158,8 +163,10 @@ export class Scheduler {
         const canPrefill = this.prefilling !== null;
         const canDecode = this.rows.length > 0;
         if (!canPrefill && !canDecode) break;
+        // A tenant with nothing running goes first: its first token waits for no decode step.
+        const newcomer = canPrefill && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
         try {
-          if (canPrefill && (!canDecode || this.preferPrefill)) await this.prefillStep(this.prefilling!);
+          if (canPrefill && (!canDecode || this.preferPrefill || newcomer)) await this.prefillStep(this.prefilling!);
           else await this.decodeStep();
         } catch (e) {
           this.failAll(e);
@@ -170,90 +177,87 @@ export class Scheduler {
     } finally {
       this.looping = false;
     }
-    if (this.queue.length > 0) this.kick();
+    if (this.queued > 0) this.kick();
     else for (const w of this.idleWaiters.splice(0)) w();
   }
 
+  /**
+   * Starts the prefill of the next request: of the tenants with requests waiting, the one with
+   * the fewest sequences in the batch (then the oldest request). Its tenant's sequences must fit
+   * in maxBatch, and the whole batch in twice that.
+   */
   private admit() {
-    if (this.prefilling || this.queue.length === 0) return;
+    if (this.prefilling || this.queued === 0) return;
+    const running = new Map<string, number>();
+    for (const r of [...this.rows, ...this.joiners.map((j) => j.row)])
+      running.set(r.job.tenant, (running.get(r.job.tenant) ?? 0) + 1);
+    let next: GenerationJob | undefined;
+    for (const queue of this.queues.values()) {
+      const head = queue[0];
+      if (!head) continue;
+      const load = running.get(head.tenant) ?? 0;
+      const best = next ? (running.get(next.tenant) ?? 0) : Infinity;
+      if (load < best || (load === best && head.order < next!.order)) next = head;
+    }
+    if (!next) return;
+    const n = next.plan.request.n;
     const occupied = this.rows.length + this.joiners.length;
-    if (occupied + this.queue[0].plan.request.n > this.maxBatch) return;
-    this.prefilling = this.queue.shift()!;
+    if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
+    this.dequeue(next);
+    this.prefilling = next;
   }
 
-  /**
-   * Drops finished/cancelled rows and adds joiners; copies the cache only when membership
-   * changed or it is full.
-   */
+  private dequeue(job: GenerationJob) {
+    const queue = this.queues.get(job.tenant);
+    const i = queue?.indexOf(job) ?? -1;
+    if (i < 0) return;
+    queue!.splice(i, 1);
+    this.queued--;
+    if (queue!.length === 0) this.queues.delete(job.tenant);
+  }
+
+  /** Drops finished/cancelled rows and adds joiners; the batch moves caches only then. */
   private reshape() {
-    const keep = this.rows.filter((r) => !r.seq.finished && !r.job.cancelled);
+    const keep = this.rows.map((r, i) => (r.seq.finished || r.job.cancelled ? -1 : i)).filter((i) => i >= 0);
     const joiners = this.joiners.filter((j) => !j.row.seq.finished && !j.row.job.cancelled);
-    if (keep.length === this.rows.length && this.joiners.length === 0 && !this.kv?.full) return;
-    const sources: RowSource[] = keep.map((r) => this.kv!.source(this.rows.indexOf(r)));
-    for (const j of joiners) sources.push(j.source);
-    this.rows = [...keep, ...joiners.map((j) => j.row)];
+    if (keep.length === this.rows.length && this.joiners.length === 0) return;
+    this.rows = [...keep.map((i) => this.rows[i]), ...joiners.map((j) => j.row)];
     this.joiners = [];
-    this.kv = this.rows.length > 0 ? BatchCache.build(this.model.info.kv, sources) : null;
+    if (this.rows.length === 0) {
+      this.batch = null;
+      return;
+    }
+    this.batch ??= this.model.runner.createBatch();
+    this.batch.reshape(
+      keep,
+      joiners.map((j) => j.state),
+    );
   }
 
   private async prefillStep(job: GenerationJob) {
-    const m = this.model;
     const ids = job.plan.promptIds;
     const start = job.prefilled;
     const end = Math.min(ids.length, start + this.prefillChunk);
-    const positions = Array.from({ length: end - start }, (_, i) => start + i);
-    const out = await m.forward({
-      input_ids: int64(ids.slice(start, end), [1, end - start]),
-      attention_mask: int64(new Array(end).fill(1), [1, end]),
-      position_ids: int64(positions, [1, end - start]),
-      ...prefillPast(m.info.kv, job.prefillKv),
-    });
+    const { state, logits } = await this.model.runner.prefill(job.prefillKv, ids, start, end);
     if (job.cancelled) return;
-    job.prefillKv = prefillCacheFrom(m.info.kv, out);
+    job.prefillKv = state;
     job.prefilled = end;
     if (end < ids.length) return;
 
     this.prefilling = null;
-    const logits = out.logits;
-    const V = logits.dims[2];
-    const row = logits.data.subarray((end - start - 1) * V, (end - start) * V);
-    for (const seq of job.sequences) this.sampleInto(seq, job, row);
-    const source: RowSource = { buffers: job.prefillKv.buffers, stride: ids.length, row: 0, length: ids.length };
-    for (const seq of job.sequences)
-      if (!seq.finished) this.joiners.push({ row: { seq, job, cached: ids.length }, source });
+    for (const seq of job.sequences) this.sampleInto(seq, job, logits);
+    for (const seq of job.sequences) if (!seq.finished) this.joiners.push({ row: { seq, job }, state });
     job.prefillKv = null;
     this.settle(job);
   }
 
   private async decodeStep() {
-    const m = this.model;
     const rows = this.rows;
-    const kv = this.kv!;
-    const B = rows.length;
-    const { past, mask } = kv.stepInputs();
-    const out = await m.forward(
-      {
-        input_ids: int64(
-          rows.map((r) => r.seq.pendingToken),
-          [B, 1],
-        ),
-        attention_mask: int64(mask, [B, kv.capacity + 1]),
-        position_ids: int64(
-          rows.map((r) => r.cached),
-          [B, 1],
-        ),
-        ...past,
-      },
-      kv.fetchNames(),
-    );
-    kv.append(out);
-    const V = out.logits.dims[2];
-    const data = out.logits.data;
+    const logits = await this.batch!.step(rows.map((r) => r.seq.pendingToken));
     const touched = new Set<GenerationJob>();
     rows.forEach((r, i) => {
-      r.cached++;
       if (r.job.cancelled || r.seq.finished) return;
-      this.sampleInto(r.seq, r.job, data.subarray(i * V, (i + 1) * V));
+      this.sampleInto(r.seq, r.job, logits[i]);
       touched.add(r.job);
     });
     for (const job of touched) this.settle(job);
@@ -293,7 +297,7 @@ export class Scheduler {
     }
     this.rows = [];
     this.joiners = [];
-    this.kv = null;
+    this.batch = null;
     this.prefilling = null;
   }
 }

@@ -2,7 +2,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { IncrementalDetokenizer } from "./detokenizer";
 import { Engine } from "./engine";
-import type { LoadedModel } from "./model-loader";
+import type { LoadedModel } from "./model/load-model";
 import { StopMatcher } from "./stop-matcher";
 import { tinyModelDir } from "./testing/models";
 

@@ -1,20 +1,29 @@
 // The worker's internal inference API (loopback by default, shared-secret bearer auth).
 //
 //   POST /generate         JSON GenerationRequest → 200 JSON GenerationResult
-//                          (a `prompt`, or chat `messages` rendered with the model's chat template)
+//                          (a `prompt`, or chat `messages` rendered with the model's chat template);
+//                          the 200 is sent once the request is accepted, the result when it is
+//                          done, or `{"error":{…}}` in its place when the generation fails
 //   POST /generate-stream  JSON GenerationRequest → 200 application/x-ndjson: one
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
+//   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
 // Errors before the response starts: the error body {"error":{type,message,param?}} with its
 // status (400, 401, 404, 413, 429 rate_limited when the engine is overloaded, 500).
-// A client that disconnects cancels its generation.
+// A client that disconnects cancels its generation. While a generation waits (queued behind
+// others), the answer carries a space (/generate) or a blank line (/generate-stream) every
+// `keepAliveMs`, so the app can tell a busy worker from a frozen one. `x-request-id` is logged.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual, createHash } from "node:crypto";
-import type { Engine } from "../engine/engine";
+import type { Registry } from "prom-client";
+import type { GenerationStreamEvent } from "@/lib/contracts/generation";
+import { env } from "@/lib/env";
+import { collectResult, type Engine } from "../engine/engine";
 import { httpError, toHttpError, type HttpError } from "./error-mapping";
+import { logger } from "@/lib/observe/log";
 
 export interface InferenceServerOptions {
   engine: Engine;
@@ -23,12 +32,20 @@ export interface InferenceServerOptions {
   secret: string;
   /** Request body limit in bytes. */
   maxBodyBytes?: number;
+  /** Longest silence within an answer (default: a third of WORKER_IDLE_TIMEOUT_MS). */
+  keepAliveMs?: number;
+  /** The worker's metrics, served as prom-client JSON at GET /metrics. */
+  metrics?: Registry;
   log?: (msg: string, err?: unknown) => void;
 }
 
 export interface InferenceServer {
   url: string;
-  close(): Promise<void>;
+  /**
+   * Stops taking requests; those in flight (generations, streams) may finish for `graceMs`
+   * (default 0), then every connection is closed, which cancels what is left.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
@@ -37,9 +54,29 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
   if (!opts.secret) throw new Error("startInferenceServer: a secret is required");
   const expected = digest(`Bearer ${opts.secret}`);
   const maxBody = opts.maxBodyBytes ?? 1_000_000;
-  const log = opts.log ?? ((msg, err) => console.error(`[inference] ${msg}`, err ?? ""));
+  const log = opts.log ?? ((msg, err) => logger().error({ err }, msg));
+  const keepAliveMs = opts.keepAliveMs ?? Math.floor(env().WORKER_IDLE_TIMEOUT_MS / 3);
 
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
   const server = createServer((req, res) => {
+    inFlight++;
+    const startedAt = performance.now();
+    res.once("close", () => {
+      if (--inFlight === 0) drained?.();
+      // One line per request, with the app's request id (the same id is in the app's line).
+      logger().info(
+        {
+          reqId: req.headers["x-request-id"] ?? null,
+          route: (req.url ?? "/").split("?")[0],
+          method: req.method,
+          status: res.statusCode,
+          ms: Math.round((performance.now() - startedAt) * 10) / 10,
+          ...(res.writableFinished ? {} : { aborted: true }),
+        },
+        "inference request",
+      );
+    });
     handle(req, res).catch((e) => {
       log("unhandled", e);
       if (!res.headersSent) send(res, toHttpError(e));
@@ -49,14 +86,16 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const url = new URL(req.url ?? "/", "http://internal");
+    const requestId = String(req.headers["x-request-id"] ?? "-");
     if (!timingSafeEqual(digest(req.headers.authorization ?? ""), expected)) {
       return send(res, httpError(401, "unauthorized", "missing or invalid bearer secret"));
     }
     if (req.method === "GET" && url.pathname === "/health") {
-      const load = await Promise.all(
-        opts.engine.models.map(async (id) => ({ id, ...(await opts.engine.scheduler(id)).stats() })),
-      ).catch(() => []);
+      const load = await opts.engine.loadStats();
       return json(res, 200, { status: "ok", models: opts.engine.models, load });
+    }
+    if (req.method === "GET" && url.pathname === "/metrics" && opts.metrics) {
+      return json(res, 200, await opts.metrics.getMetricsAsJSON());
     }
     const streaming = url.pathname === "/generate-stream";
     if (req.method !== "POST" || (url.pathname !== "/generate" && !streaming)) {
@@ -71,35 +110,47 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
       if (!res.writableFinished) controller.abort();
     });
 
-    if (!streaming) {
-      try {
-        return json(res, 200, await opts.engine.generate(body.value, { signal: controller.signal }));
-      } catch (e) {
-        if (controller.signal.aborted) return;
-        if (toHttpError(e).status >= 500) log("generate failed", e);
-        return send(res, toHttpError(e));
-      }
-    }
-
-    let events: AsyncIterable<unknown>;
+    let events: AsyncIterable<GenerationStreamEvent>;
     try {
       events = await opts.engine.start(body.value, { signal: controller.signal });
     } catch (e) {
+      if (toHttpError(e).status >= 500) log(`${requestId}: generation refused`, e);
       return send(res, toHttpError(e));
     }
     res.writeHead(200, {
-      "content-type": "application/x-ndjson; charset=utf-8",
+      "content-type": streaming ? "application/x-ndjson; charset=utf-8" : "application/json; charset=utf-8",
       "cache-control": "no-store",
       "x-accel-buffering": "no",
     });
     res.flushHeaders();
+    let lastWrite = Date.now();
+    const write = async (text: string) => {
+      lastWrite = Date.now();
+      if (!res.write(text)) await new Promise((r) => res.once("drain", r));
+    };
+    const keepAlive = setInterval(
+      () => {
+        // Not while the reader is behind: the response is not idle, and each wait would add a listener.
+        if (Date.now() - lastWrite >= keepAliveMs && !res.writableNeedDrain) void write(streaming ? "\n" : " ");
+      },
+      Math.max(50, Math.floor(keepAliveMs / 2)),
+    );
     try {
-      for await (const event of events) {
-        if (!res.write(JSON.stringify(event) + "\n")) await new Promise((r) => res.once("drain", r));
+      if (!streaming) {
+        const model = (body.value as { model?: unknown } | null)?.model;
+        const result = await collectResult(events, typeof model === "string" ? model : (opts.engine.models[0] ?? ""));
+        await write(JSON.stringify(result));
+      } else {
+        for await (const event of events) await write(JSON.stringify(event) + "\n");
       }
     } catch (e) {
-      if (!controller.signal.aborted)
-        res.write(JSON.stringify({ type: "error", error: toHttpError(e).body.error }) + "\n");
+      if (!controller.signal.aborted) {
+        if (toHttpError(e).status >= 500) log(`${requestId}: generation failed`, e);
+        const error = toHttpError(e).body.error;
+        await write(streaming ? JSON.stringify({ type: "error", error }) + "\n" : JSON.stringify({ error }));
+      }
+    } finally {
+      clearInterval(keepAlive);
     }
     res.end();
   }
@@ -112,11 +163,18 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
   const host = address.includes(":") ? `[${address}]` : address;
   return {
     url: `http://${host}:${port}`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.close((e) => (e ? reject(e) : resolve()));
-        server.closeAllConnections();
-      }),
+    close: async (graceMs = 0) => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0 && graceMs > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+          setTimeout(resolve, graceMs).unref();
+        });
+      }
+      server.closeAllConnections();
+      await closed;
+    },
   };
 }
 

@@ -1,2 +1,3 @@
 export { startPackager, type PackagerOptions } from "./packager-loop";
-export { packageDataset, PackagingError, LeaseLost, type PackageOptions } from "./package-dataset";
+export { packageDataset, type PackageOptions } from "./package-dataset";
+export { PackagingError, LeaseLost } from "./errors";

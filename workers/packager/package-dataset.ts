@@ -1,55 +1,48 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
-import { completeDataset, datasetJsonl, renewDatasetLease, type DatasetJob } from "@/lib/services/dataset-jobs";
+import { SPLITS, type DatasetStats, type SplitName } from "@/lib/contracts/dataset-options";
+import {
+  completeDataset,
+  datasetCopy,
+  renewDatasetLease,
+  type DatasetJob,
+  type RowColumns,
+  type StoredFile,
+} from "@/lib/services/dataset-jobs";
 import { datasetBlobPrefix } from "@/lib/services/datasets";
-
-/** A failure whose message is safe to show the user as the dataset's `error`. */
-export class PackagingError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "PackagingError";
-  }
-}
-
-/** This worker no longer holds the job (taken over after an expired lease, or deleted). */
-export class LeaseLost extends Error {
-  constructor() {
-    super("lease lost");
-    this.name = "LeaseLost";
-  }
-}
+import { LeaseLost, PackagingError } from "./errors";
+import { DatasetOutput, datasetFileName } from "./dataset-output";
+import { copyLines, needsRows, packageRows } from "./package-rows";
+import { logger } from "@/lib/observe/log";
 
 export type PackageOptions = {
   db: DbOrTx;
   blobs: BlobStore;
   owner: string;
   leaseSeconds: number;
-  batchSize: number;
-  /** Testing only: pause after every `batchSize` samples. */
+  /** Testing only: pause `throttleMs` after every `throttleEvery` samples. */
   throttleMs?: number;
+  throttleEvery?: number;
   /** Aborted when the worker shuts down. */
   signal?: AbortSignal;
 };
 
-export type PackageResult = { status: "READY"; bytes: number; checksum: string; ms: number } | { status: "lost" };
+export type PackageResult = { status: "READY"; bytes: number; ms: number } | { status: "lost" };
 
 /**
- * Packages one claimed dataset: streams the frozen selection into the blob store under a key
- * of its own (`datasets/<id>/<uuid>/<name>.jsonl`, so a worker that lost the job can never overwrite
- * the winner's file), hashing and counting as it goes, then publishes it by the fenced
- * PROCESSING → READY update. The lease is renewed (with the progress) every second while it runs;
- * a failed renewal aborts the upload. Throws PackagingError (user-safe) or anything unexpected.
+ * Packages one claimed dataset: streams the frozen selection through the dataset's options into
+ * its file(s) in the blob store, under keys of this attempt's own (`datasets/<id>/<uuid>/…`, so a
+ * worker that lost the job can never overwrite the winner's files), then publishes them by the
+ * fenced PROCESSING → READY update. The lease is renewed (with the progress) every second while
+ * it runs; a failed renewal aborts the uploads. Throws PackagingError (user-safe) or anything
+ * unexpected.
  */
 export async function packageDataset(job: DatasetJob, o: PackageOptions): Promise<PackageResult> {
   const started = performance.now();
-  // The file is named after the dataset, so both drivers' downloads save as `<name>.jsonl`.
   const attemptPrefix = `${datasetBlobPrefix(job.id)}${randomUUID()}/`;
-  const key = `${attemptPrefix}${job.name}.jsonl`;
-  const hash = createHash("sha256");
-  let bytes = 0;
-  let written = 0;
+  let read = 0;
   let sinceThrottle = 0;
   const abort = new AbortController();
   const stopOnShutdown = () => abort.abort(o.signal?.reason);
@@ -60,7 +53,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       id: job.id,
       owner: o.owner,
       leaseSeconds: o.leaseSeconds,
-      progress: written,
+      progress: read,
     });
     if (!held) {
       leaseLost = true;
@@ -68,19 +61,19 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     }
   });
 
-  async function* lines(): AsyncGenerator<Buffer> {
+  /** The selection's COPY chunks, counted and throttled; a database failure is the user's "could not read". */
+  async function* chunks(columns: RowColumns): AsyncGenerator<{ chunk: Buffer; count: number }> {
     try {
-      for await (const { chunk, count } of datasetJsonl(o.db, job, { batchSize: o.batchSize })) {
+      for await (const c of datasetCopy(o.db, job, columns)) {
         abort.signal.throwIfAborted();
-        hash.update(chunk);
-        bytes += chunk.length;
-        written += count;
-        yield chunk;
-        // One pause per batchSize samples, however the rows arrive (a COPY chunk may hold many).
-        sinceThrottle += count;
-        const pauses = Math.floor(sinceThrottle / o.batchSize);
+        read += c.count;
+        yield c;
+        // One pause per throttleEvery samples, however the rows arrive (a COPY chunk may hold many).
+        sinceThrottle += c.count;
+        const every = o.throttleEvery ?? 1;
+        const pauses = Math.floor(sinceThrottle / every);
         if (o.throttleMs && pauses > 0) {
-          sinceThrottle -= pauses * o.batchSize;
+          sinceThrottle -= pauses * every;
           await sleep(o.throttleMs * pauses, undefined, { signal: abort.signal });
         }
       }
@@ -90,37 +83,47 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     }
   }
 
+  const splits: (SplitName | null)[] = job.options.split ? [...SPLITS] : [null];
+  const outputs = new Map(
+    splits.map((split) => {
+      const name = datasetFileName(job.name, job.options, split);
+      return [
+        split,
+        new DatasetOutput(o.blobs, { key: `${attemptPrefix}${name}`, name, split }, job.options, abort.signal),
+      ];
+    }),
+  );
   try {
+    let stats: DatasetStats;
+    let files: StoredFile[];
     try {
-      await o.blobs.put(key, lines(), { signal: abort.signal });
+      stats = needsRows(job.options)
+        ? await packageRows(job, chunks, outputs, abort.signal)
+        : await copyLines(chunks, outputs.get(null)!);
+      files = await Promise.all([...outputs.values()].map((out) => out.finish()));
     } catch (err) {
+      abort.abort(err);
+      await Promise.all([...outputs.values()].map((out) => out.settled()));
       if (leaseLost) return { status: "lost" };
-      if (abort.signal.aborted) throw abort.signal.reason;
-      if (err instanceof PackagingError) throw err;
+      if (o.signal?.aborted) throw o.signal.reason;
+      if (err instanceof PackagingError || err instanceof LeaseLost) throw err;
       throw new PackagingError("Could not write the dataset file to the blob store.", { cause: err });
     }
-    if (written !== job.size) {
+    // Fewer is possible: samples of the selection deleted since its creation (never more: the
+    // selection is frozen at its bound). `size` becomes what was written.
+    if (read > job.size) {
       await o.blobs.removePrefix(attemptPrefix);
-      throw new PackagingError(
-        `The selection has ${written} samples now, not ${job.size}; it changed while packaging.`,
-      );
+      throw new PackagingError(`The selection has ${read} samples now, not ${job.size}; it changed while packaging.`);
     }
-    const checksum = `sha256:${hash.digest("hex")}`;
     abort.abort(); // stop renewing before the final update
     await renewer;
-    const published = await completeDataset(o.db, {
-      id: job.id,
-      owner: o.owner,
-      blobKey: key,
-      bytes,
-      checksum,
-      progress: written,
-    });
+    const published = await completeDataset(o.db, { id: job.id, owner: o.owner, files, stats, progress: read });
     if (!published) {
-      await o.blobs.removePrefix(attemptPrefix); // our file, never referenced by the row
+      await o.blobs.removePrefix(attemptPrefix); // our files, never referenced by the row
       return { status: "lost" };
     }
-    return { status: "READY", bytes, checksum, ms: performance.now() - started };
+    const bytes = files.reduce((sum, f) => sum + f.bytes, 0);
+    return { status: "READY", bytes, ms: performance.now() - started };
   } finally {
     o.signal?.removeEventListener("abort", stopOnShutdown);
     if (!abort.signal.aborted) abort.abort();
@@ -136,6 +139,6 @@ async function renewLoop(intervalMs: number, signal: AbortSignal, tick: () => Pr
     } catch {
       return;
     }
-    await tick().catch((err: unknown) => console.error("[packager] lease renewal failed", err));
+    await tick().catch((err: unknown) => logger().error({ err }, "dataset lease renewal failed"));
   }
 }

@@ -3,7 +3,9 @@ import type { BlobStore } from "@/lib/blob";
 import { LocalBlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
 import { claimDataset, failDataset, releaseDataset, type DatasetJob } from "@/lib/services/dataset-jobs";
-import { LeaseLost, PackagingError, packageDataset } from "./package-dataset";
+import { LeaseLost, PackagingError } from "./errors";
+import { packageDataset } from "./package-dataset";
+import { logger } from "@/lib/observe/log";
 
 export type PackagerOptions = {
   db: DbOrTx;
@@ -12,9 +14,9 @@ export type PackagerOptions = {
   owner: string;
   leaseSeconds: number;
   pollMs: number;
-  batchSize: number;
   maxAttempts: number;
   throttleMs?: number;
+  throttleEvery?: number;
   log?: (line: string) => void;
 };
 
@@ -25,7 +27,7 @@ export type PackagerOptions = {
  * current job back at once, so another worker need not wait for the lease to expire.
  */
 export function startPackager(o: PackagerOptions): { stop: () => Promise<void> } {
-  const log = o.log ?? ((line: string) => console.log(line));
+  const log = o.log ?? ((line: string) => logger().info(line));
   const shutdown = new AbortController();
   const sweep = async () => {
     // Temporary files of killed writers (a live writer touches its file continuously).
@@ -52,7 +54,7 @@ export function startPackager(o: PackagerOptions): { stop: () => Promise<void> }
         return;
       }
       if (err instanceof LeaseLost) return;
-      console.error(`[packager] ${job.id} attempt ${job.attempts} failed`, err);
+      logger().error({ dataset: job.id, attempt: job.attempts, err }, "packaging failed");
       const reason = err instanceof PackagingError ? err.message : "Packaging failed unexpectedly.";
       if (job.attempts >= o.maxAttempts) {
         await failDataset(o.db, { id: job.id, owner: o.owner, reason });
@@ -69,7 +71,7 @@ export function startPackager(o: PackagerOptions): { stop: () => Promise<void> }
         job = await claimDataset(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds });
         if (job) await runJob(job);
       } catch (err) {
-        console.error("[packager] job loop error", err);
+        logger().error({ err }, "packager loop error");
       }
       if (!job) await sleep(o.pollMs, undefined, { signal: shutdown.signal }).catch(() => {});
     }

@@ -13,7 +13,7 @@ export default async function DatasetsPage() {
   return (
     <>
       <PageHeader title="Datasets" description="Selections packaged as JSONL files, one conversation per line." />
-      <DatasetsTable initial={datasets} />
+      <DatasetsTable initial={datasets} canDelete={team.role === "owner"} />
     </>
   );
 }

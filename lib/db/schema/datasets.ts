@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { pipelines } from "./pipelines";
+import { bigint, boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import type { DatasetFile, DatasetOptions, DatasetStats } from "../../contracts/dataset-options";
 import { teams } from "./teams";
 
 export type DatasetStatus = "PROCESSING" | "READY" | "FAILED";
@@ -12,16 +12,28 @@ export const datasets = pgTable(
     teamId: text("team_id")
       .notNull()
       .references(() => teams.id, { onDelete: "cascade" }),
-    pipelineId: text("pipeline_id")
-      .notNull()
-      .references(() => pipelines.id, { onDelete: "cascade" }),
+    /**
+     * The pipeline it was made from. No foreign key: a dataset outlives its pipeline (deleting a
+     * pipeline leaves its datasets, which then say `containsDeletedSamples`).
+     */
+    pipelineId: text("pipeline_id").notNull(),
     name: text("name").notNull(),
     status: text("status", { enum: ["PROCESSING", "READY", "FAILED"] })
       .notNull()
       .default("PROCESSING"),
     /** The selection's filters, as given. */
     filter: jsonb("filter").$type<Record<string, unknown>>().notNull(),
-    /** Number of samples selected. */
+    /** How it is packaged (format, compression, split, dedupe, validate, tokenizer, maxTokens). */
+    options: jsonb("options")
+      .$type<DatasetOptions>()
+      .notNull()
+      .default(sql`'{"format":"jsonl","compression":"none","dedupe":false}'::jsonb`),
+    /**
+     * The model of the `tokenizer` deployment, read at creation: packaging counts with it even if
+     * the deployment changes or goes before a worker gets to the dataset.
+     */
+    tokenizerModel: text("tokenizer_model"),
+    /** Samples selected at creation; once READY, the samples written (options may leave some out). */
     size: integer("size").notNull(),
     /**
      * The frozen selection's upper bound: the newest sample of the pipeline, in selection
@@ -33,10 +45,19 @@ export const datasets = pgTable(
     untilSampleId: text("until_sample_id"),
     /** Samples written so far by the packager. */
     progress: integer("progress").notNull().default(0),
+    /** The first file's key (the only one without `split`); every file is in `files`. */
     blobKey: text("blob_key"),
+    files: jsonb("files").$type<(DatasetFile & { key: string })[]>().notNull().default([]),
+    /** What packaging counted; set with READY. */
+    stats: jsonb("stats").$type<DatasetStats>(),
     bytes: bigint("bytes", { mode: "number" }),
     checksum: text("checksum"),
     error: text("error"),
+    /**
+     * A sample of the dataset's selection (by its filters, at or before its bound) was deleted
+     * after the dataset was packaged: the file may hold it. See lib/services/sample-deletion.ts.
+     */
+    containsDeletedSamples: boolean("contains_deleted_samples").notNull().default(false),
     leaseOwner: text("lease_owner"),
     leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true, mode: "date" }),
     attempts: integer("attempts").notNull().default(0),

@@ -1,4 +1,5 @@
 import { pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { DTYPE_CHOICES } from "../../contracts/models";
 import { teams } from "./teams";
 
 export const deployments = pgTable(
@@ -11,6 +12,8 @@ export const deployments = pgTable(
     name: text("name").notNull(),
     /** A local ONNX model folder or a hub id. */
     model: text("model").notNull(),
+    /** Which of the model's ONNX files (lib/contracts/models.ts); `auto`: the engine chooses. */
+    dtype: text("dtype", { enum: DTYPE_CHOICES }).notNull().default("auto"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   // Deployment URLs are /deployments/{team-slug}/{name}: the name is unique in its team.

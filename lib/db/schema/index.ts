@@ -4,3 +4,6 @@ export * from "./deployments";
 export * from "./pipelines";
 export * from "./datasets";
 export * from "./workers";
+export * from "./usage";
+export * from "./imports";
+export * from "./idempotency-keys";

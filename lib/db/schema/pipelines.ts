@@ -1,8 +1,11 @@
-import { sql } from "drizzle-orm";
-import { index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { sql, type SQL } from "drizzle-orm";
+import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, type AnyPgColumn } from "drizzle-orm/pg-core";
 import { teams } from "./teams";
 
-export type ChatMessage = { role: "system" | "user" | "assistant"; content: string };
+import type { SampleMessage } from "../../contracts/messages";
+
+/** A stored message: the chat shapes of lib/contracts/messages.ts (tool calls included). */
+export type ChatMessage = SampleMessage;
 
 export const pipelines = pgTable(
   "pipelines",
@@ -14,10 +17,30 @@ export const pipelines = pgTable(
     name: text("name").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /** Samples older than this many days are deleted by the workers' retention job; null keeps them. */
+    retentionDays: integer("retention_days"),
+    /**
+     * Set by DELETE /v1/pipelines/:id: from then on the pipeline and its samples are not found;
+     * a worker removes its samples in batches and then the row (see lib/services/purge.ts).
+     */
+    deletedAt: timestamp("deleted_at", { withTimezone: true, mode: "date" }),
   },
-  // GET /v1/pipelines/list: a team's pipelines, newest first.
-  (t) => [index("pipelines_team_created_idx").on(t.teamId, t.createdAt)],
+  (t) => [
+    // GET /v1/pipelines/list: a team's pipelines, newest first.
+    index("pipelines_team_created_idx").on(t.teamId, t.createdAt),
+    // The workers' maintenance: pipelines with a retention period, and deleted ones to purge.
+    index("pipelines_retention_idx")
+      .on(t.id)
+      .where(sql`${t.retentionDays} is not null or ${t.deletedAt} is not null`),
+  ],
 );
+
+/**
+ * The text a selection's `search` looks in: the contents of every message, as one JSON array.
+ * Queries must write the very same expression for the trigram index below to serve them.
+ */
+export const sampleSearchText = (messages: AnyPgColumn | SQL) =>
+  sql`(jsonb_path_query_array(${messages}, '$[*].content'::jsonpath)::text)`;
 
 export const samples = pgTable(
   "samples",
@@ -44,6 +67,9 @@ export const samples = pgTable(
     // Selections filtered by userId / groupId, already in selection order.
     index("samples_pipeline_user_idx").on(t.pipelineId, t.userId, t.createdAt, t.id),
     index("samples_pipeline_group_idx").on(t.pipelineId, t.groupId, t.createdAt, t.id),
+    // `search`: a trigram index (pg_trgm) over the message contents, with the pipeline id in the
+    // same GIN index (btree_gin), so a term that is common in other pipelines costs nothing here.
+    index("samples_search_idx").using("gin", t.pipelineId, sql`${sampleSearchText(t.messages)} gin_trgm_ops`),
   ],
 );
 
@@ -57,17 +83,24 @@ export const samples = pgTable(
 export const sampleLabels = pgTable(
   "sample_labels",
   {
-    // Cascades with its pipeline, like samples. (Samples are never deleted one by one, so no
-    // foreign key to samples: it would need an index on sample_id just for cascades.)
+    // Cascades with its pipeline, like samples. No foreign key to samples: it would need an index
+    // on sample_id just for cascades. Deleting a sample deletes its labels by this primary key,
+    // from the sample's own metadata and created_at (lib/services/sample-deletion.ts).
     pipelineId: text("pipeline_id")
       .notNull()
       .references(() => pipelines.id, { onDelete: "cascade" }),
     key: text("key").notNull(),
+    /** COLLATE "C" (migration 0004): byte order, so a value prefix is one range of the key. */
     value: text("value").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull(),
     sampleId: text("sample_id").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.pipelineId, t.key, t.value, t.createdAt, t.sampleId] })],
+  (t) => [
+    primaryKey({ columns: [t.pipelineId, t.key, t.value, t.createdAt, t.sampleId] }),
+    // A key whatever its value, in selection order: `$exists` pages, and the per-sample probes of
+    // `$exists: false`, `$ne`, `$prefix` and `$in` when another filter drives the query.
+    index("sample_labels_key_order_idx").on(t.pipelineId, t.key, t.createdAt, t.sampleId, t.value),
+  ],
 );
 
 export type Pipeline = typeof pipelines.$inferSelect;

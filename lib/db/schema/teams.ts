@@ -1,4 +1,5 @@
-import { pgTable, primaryKey, text, timestamp, index } from "drizzle-orm/pg-core";
+import { index, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import type { TeamLimitOverrides } from "../../contracts/limits";
 
 export const teams = pgTable("teams", {
   id: text("id").primaryKey(),
@@ -6,6 +7,8 @@ export const teams = pgTable("teams", {
   slug: text("slug").notNull().unique(),
   name: text("name").notNull(),
   createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  /** Per-team overrides of the default rate limits and quotas (null: the defaults). */
+  limits: jsonb("limits").$type<TeamLimitOverrides>(),
 });
 
 export const users = pgTable("users", {

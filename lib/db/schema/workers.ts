@@ -1,4 +1,5 @@
 import { jsonb, pgTable, text, timestamp, integer } from "drizzle-orm/pg-core";
+import type { ModelState } from "../../contracts/models";
 
 /** The inference registry: each worker process advertises itself here with a heartbeat. */
 export const workers = pgTable("workers", {
@@ -7,8 +8,10 @@ export const workers = pgTable("workers", {
   pid: integer("pid").notNull(),
   /** Base URL of the worker's internal inference server, once it listens. */
   address: text("address"),
-  /** Models loaded or servable by this worker. */
+  /** The models this worker serves now, as servedModelKey(model, dtype) (lib/contracts/models.ts). */
   models: jsonb("models").$type<string[]>().notNull().default([]),
+  /** Each served model's state (downloading with bytes, loading, ready, failed with the reason). */
+  modelStates: jsonb("model_states").$type<Record<string, ModelState>>().notNull().default({}),
   startedAt: timestamp("started_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   heartbeatAt: timestamp("heartbeat_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });

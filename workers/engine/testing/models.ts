@@ -22,3 +22,23 @@ export async function llamaModelDir(): Promise<string> {
   await cp(src, dir, { recursive: true });
   return dir;
 }
+
+/** The generated llama-shaped model with one graph per dtype, as a transformers.js repo ships them. */
+export const llamaDtypesDir = () =>
+  cachedTinyModel({ family: "llama", dtypes: ["fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16"] });
+
+/** Generated llama variants, one per graph layout real exports use. */
+export const llamaLayoutDir = (
+  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute",
+) =>
+  cachedTinyModel({
+    family: "llama",
+    ...{
+      "no-position-ids": { positions: "past-length" as const },
+      gqa: { attention: "gqa" as const },
+      "external-data": { externalData: 2, dtypes: ["fp32" as const, "q4" as const] },
+      "extra-inputs": { numLogitsToKeep: true, useCacheBranch: true },
+      // MatMulNBits accuracy_level 4, as onnxruntime-genai's CPU int4 exports (and the bench's q4).
+      "q4-int8-compute": { dtypes: ["q4" as const], q4Accuracy: 4 },
+    }[layout],
+  });

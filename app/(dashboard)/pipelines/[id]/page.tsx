@@ -1,6 +1,7 @@
 import type { Metadata } from "next";
 import Link from "next/link";
 import { notFound } from "next/navigation";
+import { ImportButton } from "@/components/pipelines/import-button";
 import { SelectionView } from "@/components/selection/selection-view";
 import { PageHeader } from "@/components/ui/page-header";
 import { requireTeamContext } from "@/lib/auth/session";
@@ -8,6 +9,7 @@ import { getDb, type Db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { SelectionBody } from "@/lib/contracts/pipelines";
 import { ApiError } from "@/lib/errors";
+import { listDeployments } from "@/lib/services/deployments";
 import { getPipeline } from "@/lib/services/pipelines";
 import { streamSelection } from "@/lib/services/samples";
 import {
@@ -39,6 +41,7 @@ export default async function PipelinePage({ params, searchParams }: Props) {
   const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
   // Whether the pipeline has any sample at all (its empty state), without counting them.
   const hasSamples = samples.length > 0 || (await list(db, pipeline.id, { limit: 1 })).length > 0;
+  const deployments = (await listDeployments(db, team.id)).map((d) => d.name);
   return (
     <>
       <nav aria-label="Breadcrumb" className="mb-2 text-sm text-zinc-500 dark:text-zinc-400">
@@ -47,11 +50,16 @@ export default async function PipelinePage({ params, searchParams }: Props) {
         </Link>{" "}
         / <span className="font-mono text-xs">{pipeline.id}</span>
       </nav>
-      <PageHeader title={pipeline.name} description="Filter the samples, open one to read the conversation." />
+      <PageHeader
+        title={pipeline.name}
+        description="Filter the samples, open one to read the conversation."
+        actions={<ImportButton pipelineId={pipeline.id} />}
+      />
       <SelectionView
         pipelineId={pipeline.id}
         publicUrl={env().PUBLIC_URL}
         initial={{ key: JSON.stringify(pageKey(pipeline.id, state)), page: { samples }, hasSamples }}
+        deployments={deployments}
       />
     </>
   );

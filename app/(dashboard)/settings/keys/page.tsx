@@ -21,7 +21,7 @@ export default async function KeysPage() {
         description={`Keys of the ${team.name} team. Secrets are shown once, when a key is created.`}
         actions={<CreateKeyButton deployments={deployments.map((d) => ({ id: d.id, name: d.name }))} />}
       />
-      <KeysTable initial={keys.map(toApiKeyDto)} />
+      <KeysTable initial={keys.map(toApiKeyDto)} canRevoke={team.role === "owner"} />
     </>
   );
 }

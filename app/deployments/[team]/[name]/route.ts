@@ -17,20 +17,20 @@ export const dynamic = "force-dynamic";
 
 export const POST = deploymentRoute(
   { body: DeploymentCompletionBody },
-  async ({ body, requestId, handle, deployment, signal, abort }) => {
+  async ({ body, requestId, handle, deployment, signal, abort, meter }) => {
     const { stream, ...params } = body;
     if (stream) {
-      const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
+      const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
       return sseResponse(completionStreamFrames(events, requestId), { onCancel: abort });
     }
-    const result = await generateOnDeployment(handle.db, deployment, params, signal);
+    const result = await generateOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
     return jsonResponse(toCompletionResult(result, params.logprobs !== undefined));
   },
 );
 
-export const GET = deploymentRoute({}, async ({ url, requestId, handle, deployment, signal, abort }) => {
+export const GET = deploymentRoute({}, async ({ url, requestId, handle, deployment, signal, abort, meter }) => {
   const params = parseStreamQuery(url.searchParams);
-  const events = await openStreamOnDeployment(handle.db, deployment, params, signal);
+  const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
   return sseResponse(updateStreamFrames(events, requestId), { onCancel: abort });
 });
 

@@ -1,4 +1,4 @@
-import { blobStore, LocalBlobStore } from "@/lib/blob";
+import { blobStore, contentTypeOf, LocalBlobStore } from "@/lib/blob";
 import { forbidden, notFound } from "@/lib/errors";
 import { apiRoute } from "@/lib/http/api-route";
 import { verifySignedUrl } from "@/lib/signing";
@@ -20,7 +20,7 @@ export const GET = apiRoute({ auth: "none" }, async ({ req, params }) => {
   const name = params.key!.split("/").pop()!;
   return new Response(file.stream(), {
     headers: {
-      "content-type": "application/x-ndjson",
+      "content-type": contentTypeOf(name),
       "content-length": String(file.size),
       "content-disposition": `attachment; filename="${name}"`,
       "cache-control": "private, no-store",

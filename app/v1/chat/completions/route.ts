@@ -2,6 +2,7 @@
 import { ChatCompletionBody } from "@/lib/contracts/chat-completions";
 import { chatStreamFrames } from "@/lib/http/chat-frames";
 import { apiRoute } from "@/lib/http/api-route";
+import { teamLimits } from "@/lib/limits";
 import { sseResponse } from "@/lib/http/sse";
 import {
   chatCompletionMeta,
@@ -17,12 +18,23 @@ export const POST = apiRoute({ body: ChatCompletionBody }, async ({ req, request
   const { deployment, name } = await resolveChatModel(handle.db, principal.team, body.model);
   const params = toCompletionParams(body);
   const meta = chatCompletionMeta(name);
+  const meter = {
+    quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
+    teamSlug: principal.team.slug,
+  };
   // Aborted when the client disconnects, or when the response stream is cancelled.
   const controller = new AbortController();
   req.signal.addEventListener("abort", () => controller.abort(), { once: true });
   if (body.stream) {
-    const events = await openStreamOnDeployment(handle.db, deployment, params, controller.signal);
+    const events = await openStreamOnDeployment(handle.db, deployment, params, {
+      signal: controller.signal,
+      requestId,
+      meter,
+    });
     return sseResponse(chatStreamFrames(events, meta, requestId), { onCancel: () => controller.abort() });
   }
-  return toChatCompletion(await generateOnDeployment(handle.db, deployment, params, controller.signal), meta);
+  return toChatCompletion(
+    await generateOnDeployment(handle.db, deployment, params, { signal: controller.signal, requestId, meter }),
+    meta,
+  );
 });

@@ -1,16 +1,23 @@
 import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { apiRoute } from "@/lib/http/api-route";
+import { teamLimits } from "@/lib/limits";
+import { assertDatasetQuota } from "@/lib/services/dataset-quota";
 import { createDataset, toDatasetDto } from "@/lib/services/datasets";
 
 export const dynamic = "force-dynamic";
 
 // The dataset is returned PROCESSING; a worker packages it (workers/packager).
-export const POST = apiRoute({ body: CreateDatasetBody }, async ({ handle, principal, params, body }) => {
-  const dataset = await createDataset(handle.db, {
-    teamId: principal.team.id,
-    pipelineId: params.id!,
-    name: body.name,
-    selection: body.selection,
-  });
-  return toDatasetDto(dataset, principal.team.slug);
-});
+export const POST = apiRoute(
+  { body: CreateDatasetBody, idempotent: true },
+  async ({ handle, principal, params, body }) => {
+    await assertDatasetQuota(handle.db, principal.team.id, teamLimits(principal.team).datasetJobs);
+    const dataset = await createDataset(handle.db, {
+      teamId: principal.team.id,
+      pipelineId: params.id!,
+      name: body.name,
+      selection: body.selection,
+      options: body.options,
+    });
+    return toDatasetDto(dataset, principal.team.slug);
+  },
+);

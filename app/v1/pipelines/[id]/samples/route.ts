@@ -2,13 +2,15 @@ import { SelectionBody } from "@/lib/contracts/pipelines";
 import { apiRoute } from "@/lib/http/api-route";
 import { jsonArrayStream } from "@/lib/http/json-stream";
 import { getPipeline } from "@/lib/services/pipelines";
-import { streamSelection } from "@/lib/services/samples";
+import { resolveCursor, streamSelection } from "@/lib/services/samples";
 
 export const dynamic = "force-dynamic";
 
 // The array is streamed from a database cursor: memory stays flat however many samples match.
 export const POST = apiRoute({ body: SelectionBody }, async ({ handle, principal, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
-  const stream = jsonArrayStream(streamSelection(handle.db, { pipelineId: pipeline.id, selection: body }));
+  // The cursor is resolved before the stream starts: an unknown `after` is a 400, not a cut array.
+  const cursor = await resolveCursor(handle.db, pipeline.id, body.after);
+  const stream = jsonArrayStream(streamSelection(handle.db, { pipelineId: pipeline.id, selection: body, cursor }));
   return new Response(stream, { headers: { "content-type": "application/json; charset=utf-8" } });
 });

@@ -19,6 +19,10 @@ export const GET = sessionRoute({}, async ({ req, requestId, handle, session, pa
   const deployment = await getDeploymentByName(handle.db, { teamId: session.team.id, name: params.name! });
   const upstream = new AbortController();
   req.signal.addEventListener("abort", () => upstream.abort(), { once: true });
-  const events = await openStreamOnDeployment(handle.db, deployment, parsed.data, upstream.signal);
+  const events = await openStreamOnDeployment(handle.db, deployment, parsed.data, {
+    signal: upstream.signal,
+    requestId,
+    meter: { teamSlug: session.team.slug },
+  });
   return sseResponse(completionStreamFrames(events, requestId), { onCancel: () => upstream.abort() });
 });

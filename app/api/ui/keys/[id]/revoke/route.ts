@@ -4,7 +4,7 @@ import { revokeApiKey } from "@/lib/services/api-keys";
 export const dynamic = "force-dynamic";
 
 // Idempotent; a key of another team is "not found".
-export const POST = sessionRoute({}, async ({ handle, session, params }) => {
+export const POST = sessionRoute({ role: "owner", action: "revoke keys" }, async ({ handle, session, params }) => {
   const key = await revokeApiKey(handle.db, { id: params.id!, teamId: session.team.id });
   return { id: key.id, revokedAt: key.revokedAt!.toISOString() };
 });

@@ -1,16 +1,20 @@
 import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { sessionRoute } from "@/lib/http/session-route";
+import { teamLimits } from "@/lib/limits";
+import { assertDatasetQuota } from "@/lib/services/dataset-quota";
 import { createDataset, toDatasetDto } from "@/lib/services/datasets";
 
 export const dynamic = "force-dynamic";
 
 // The dialog of the selection page: the API's own body (name + filters); a worker packages it.
 export const POST = sessionRoute({ body: CreateDatasetBody }, async ({ handle, session, params, body }) => {
+  await assertDatasetQuota(handle.db, session.team.id, teamLimits(session.team).datasetJobs);
   const dataset = await createDataset(handle.db, {
     teamId: session.team.id,
     pipelineId: params.id!,
     name: body.name,
     selection: body.selection,
+    options: body.options,
   });
   return Response.json(toDatasetDto(dataset, session.team.slug), { status: 201 });
 });

@@ -1,0 +1,7 @@
+import { apiRoute } from "@/lib/http/api-route";
+import { listDeploymentDtos } from "@/lib/services/deployments";
+
+export const dynamic = "force-dynamic";
+
+// The team's deployments, each with its model, dtype, URL and state (downloading, ready…).
+export const GET = apiRoute({}, async ({ handle, principal }) => listDeploymentDtos(handle.db, principal.team));

@@ -1,0 +1,18 @@
+import { DeleteSamplesBody } from "@/lib/contracts/deletion";
+import { env } from "@/lib/env";
+import { apiRoute } from "@/lib/http/api-route";
+import { getPipeline } from "@/lib/services/pipelines";
+import { deleteSelection } from "@/lib/services/sample-deletion";
+
+export const dynamic = "force-dynamic";
+
+// The samples matching the filters (or all, with "all": true), in batches; answers how many went.
+export const POST = apiRoute({ body: DeleteSamplesBody }, async ({ handle, principal, params, body }) => {
+  const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
+  const deleted = await deleteSelection(handle.db, {
+    pipelineId: pipeline.id,
+    filters: body,
+    batch: env().DELETE_BATCH_SIZE,
+  });
+  return { deleted };
+});

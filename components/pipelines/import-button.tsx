@@ -1,0 +1,138 @@
+"use client";
+
+import { useQuery } from "@tanstack/react-query";
+import { useRouter } from "next/navigation";
+import { useState } from "react";
+import type { ImportDto } from "@/lib/contracts/imports";
+import { uiFetch } from "../api-client";
+import { Button } from "../ui/button";
+import { Dialog } from "../ui/dialog";
+import { ErrorBanner } from "../ui/states";
+
+/**
+ * Imports a JSONL file into the pipeline: the upload's progress (XMLHttpRequest, which reports
+ * it), then the worker's (lines read, imported, refused), polled until READY or FAILED.
+ */
+export function ImportButton({ pipelineId }: { pipelineId: string }) {
+  const [open, setOpen] = useState(false);
+  const [file, setFile] = useState<File | null>(null);
+  const [uploaded, setUploaded] = useState<number | null>(null);
+  const [error, setError] = useState<string | undefined>();
+  const [importId, setImportId] = useState<string | null>(null);
+  const router = useRouter();
+  const progress = useQuery({
+    queryKey: ["import", importId],
+    queryFn: ({ signal }) => uiFetch<ImportDto>(`/api/ui/imports/${importId}`, { signal }),
+    enabled: importId !== null,
+    refetchInterval: (q) => (q.state.data && q.state.data.status !== "PROCESSING" ? false : 500),
+  });
+  const done = progress.data !== undefined && progress.data.status !== "PROCESSING";
+
+  const upload = () => {
+    if (!file) return setError("Choose a file.");
+    setError(undefined);
+    setUploaded(0);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", `/api/ui/pipelines/${pipelineId}/import`);
+    xhr.setRequestHeader("content-type", "application/x-ndjson");
+    xhr.upload.onprogress = (e) => setUploaded(e.loaded);
+    xhr.onload = () => {
+      const json = JSON.parse(xhr.responseText || "null") as (ImportDto & { error?: { message?: string } }) | null;
+      if (xhr.status === 202 && json) setImportId(json.id);
+      else setError(json?.error?.message ?? `Upload failed (${xhr.status}).`);
+      setUploaded(null);
+    };
+    xhr.onerror = () => {
+      setError("The upload failed.");
+      setUploaded(null);
+    };
+    xhr.send(file);
+  };
+  const close = () => {
+    if (done) router.refresh(); // the new samples on the page
+    setOpen(false);
+    setFile(null);
+    setImportId(null);
+    setError(undefined);
+  };
+  const d = progress.data;
+  return (
+    <>
+      <Button variant="secondary" onClick={() => setOpen(true)} data-testid="import-button">
+        Import JSONL
+      </Button>
+      <Dialog
+        open={open}
+        onClose={close}
+        title="Import samples"
+        description='A JSON Lines file: one add body per line ({"messages": [...], "userId": …}).'
+        testId="import-dialog"
+      >
+        <div className="space-y-4 text-sm">
+          <input
+            type="file"
+            accept=".jsonl,.ndjson,application/x-ndjson"
+            aria-label="JSONL file"
+            disabled={uploaded !== null || importId !== null}
+            onChange={(e) => setFile(e.currentTarget.files?.[0] ?? null)}
+          />
+          {uploaded !== null && file ? (
+            <Bar label="Uploading" value={uploaded} max={file.size} testId="upload-progress" />
+          ) : null}
+          {d ? (
+            <div data-testid="import-progress" className="space-y-2">
+              <Bar label={d.status === "PROCESSING" ? "Importing" : d.status} value={d.bytesRead} max={d.bytes} />
+              <p>
+                <span data-testid="import-status">{d.status}</span> · {d.linesRead.toLocaleString()} lines read ·{" "}
+                {d.imported.toLocaleString()} imported · {d.refused.toLocaleString()} refused
+              </p>
+              {d.refusals.length > 0 ? (
+                <ul className="max-h-32 overflow-y-auto font-mono text-xs text-zinc-500">
+                  {d.refusals.slice(0, 20).map((r) => (
+                    <li key={r.line}>
+                      line {r.line}: {r.error.param ? `${r.error.param}: ` : ""}
+                      {r.error.message}
+                    </li>
+                  ))}
+                </ul>
+              ) : null}
+              {d.error ? <ErrorBanner message={d.error} /> : null}
+            </div>
+          ) : null}
+          {error ? <ErrorBanner message={error} /> : null}
+          <div className="flex justify-end gap-2">
+            <Button variant="secondary" onClick={close}>
+              {done ? "Close" : "Cancel"}
+            </Button>
+            {importId === null ? (
+              <Button onClick={upload} disabled={!file || uploaded !== null}>
+                Import
+              </Button>
+            ) : null}
+          </div>
+        </div>
+      </Dialog>
+    </>
+  );
+}
+
+function Bar({ label, value, max, testId }: { label: string; value: number; max: number; testId?: string }) {
+  const pct = max > 0 ? Math.min(100, Math.round((value / max) * 100)) : 100;
+  return (
+    <div data-testid={testId}>
+      <div className="mb-1 flex justify-between text-xs text-zinc-500">
+        <span>{label}</span>
+        <span>{pct}%</span>
+      </div>
+      <div
+        role="progressbar"
+        aria-valuenow={pct}
+        aria-valuemin={0}
+        aria-valuemax={100}
+        className="h-2 rounded bg-zinc-200 dark:bg-zinc-800"
+      >
+        <div className="h-2 rounded bg-indigo-600" style={{ width: `${pct}%` }} />
+      </div>
+    </div>
+  );
+}

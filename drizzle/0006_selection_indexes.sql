@@ -1,0 +1,2 @@
+CREATE INDEX "sample_labels_key_order_idx" ON "sample_labels" USING btree ("pipeline_id","key","created_at","sample_id","value");--> statement-breakpoint
+CREATE INDEX "samples_search_idx" ON "samples" USING gin ("pipeline_id",(jsonb_path_query_array("messages", '$[*].content'::jsonpath)::text) gin_trgm_ops);

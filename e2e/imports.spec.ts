@@ -1,0 +1,64 @@
+import { expect, test } from "@playwright/test";
+import { createKey, createPipeline, hostedApi, shot, signUp, uniqueEmail } from "./pages";
+
+// A JSONL file uploaded from the pipeline page: upload and import progress, refusals, the new
+// samples on the page; a tool-calling sample in the panel; the API reference page.
+test("imports a JSONL file with live progress and shows its samples", async ({ page }) => {
+  await signUp(page, { email: uniqueEmail("import"), teamName: "Import team" });
+  const pipelineId = await createPipeline(page, "imported");
+  const lines = Array.from({ length: 3000 }, (_, i) =>
+    i === 41
+      ? '{"messages": "not a list"}'
+      : JSON.stringify({ messages: [{ role: "user", content: `imported ${i}` }], metadata: { n: String(i) } }),
+  );
+  await page.goto(`/pipelines/${pipelineId}`);
+  await page.getByTestId("import-button").click();
+  const dialog = page.getByTestId("import-dialog");
+  await dialog.getByLabel("JSONL file").setInputFiles({
+    name: "samples.jsonl",
+    mimeType: "application/x-ndjson",
+    buffer: Buffer.from(lines.join("\n") + "\n"),
+  });
+  await dialog.getByRole("button", { name: "Import" }).click();
+  await expect(dialog.getByTestId("import-status")).toHaveText("READY", { timeout: 30_000 });
+  await expect(dialog.getByTestId("import-progress")).toContainText("3,000 lines read");
+  await expect(dialog.getByTestId("import-progress")).toContainText("2,999 imported");
+  await expect(dialog.getByTestId("import-progress")).toContainText("line 42: messages");
+  await shot(page, "30-import");
+  await dialog.getByRole("button", { name: "Close" }).click();
+  await page.reload();
+  await expect(page.getByTestId("selection-count")).toHaveText("2,999");
+});
+
+test("shows tool calls in the sample panel, and the API reference", async ({ page, request }) => {
+  await signUp(page, { email: uniqueEmail("tools"), teamName: "Tools team" });
+  const pipelineId = await createPipeline(page, "tools");
+  const { secret } = await createKey(page, "ingest");
+  const res = await hostedApi(request, secret).post(`/v1/pipelines/${pipelineId}/add`, {
+    messages: [
+      { role: "user", content: "Weather?" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_7", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_7", content: "-3" },
+      { role: "assistant", content: "It is -3." },
+    ],
+  });
+  expect(res.status()).toBe(200);
+  await page.goto(`/pipelines/${pipelineId}?sample=${(await res.json()).id}`);
+  const panel = page.getByTestId("sample-panel");
+  await expect(panel.getByTestId("tool-call")).toContainText('get_weather({"city":"Oslo"}) · call_7');
+  await expect(panel.locator('[data-role="tool"]')).toContainText("call_7");
+
+  await page.getByRole("link", { name: "API reference" }).click();
+  await expect(page).toHaveURL(/\/api-reference$/);
+  const add = page.getByTestId("api-operation").filter({ hasText: "/v1/pipelines/{id}/add-batch" });
+  await add.locator("summary").click();
+  await expect(add).toContainText("Idempotency-Key");
+  await expect(add).toContainText("samples");
+  await shot(page, "31-api-reference");
+});

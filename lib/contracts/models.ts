@@ -1,0 +1,33 @@
+import { z } from "zod";
+
+/**
+ * What a deployment serves: a model (a local folder or a hub id) in a dtype, the file names
+ * transformers.js uses (onnx/model{,_fp16,_quantized,_int8,_uint8,_q4,_q4f16,_bnb4}.onnx).
+ * `auto` lets the engine choose (docs/api.md, "Models").
+ */
+export const DTYPE_CHOICES = ["auto", "fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4"] as const;
+export type DtypeChoice = (typeof DTYPE_CHOICES)[number];
+export const DtypeChoiceSchema = z.enum(DTYPE_CHOICES, {
+  error: `must be one of ${DTYPE_CHOICES.join(", ")}`,
+});
+
+/** How workers name a model they serve in a dtype (the registry's `models` and `model_states` keys). */
+export const servedModelKey = (model: string, dtype: string) => `${model}#${dtype}`;
+
+/**
+ * A worker's state of one served model: `pending` (known, not started), `downloading` (hub
+ * files; bytes done of total), `loading` (creating the session), `ready`, or `failed` with the
+ * reason (`reason` is the engine's classification: not_found, unauthorized, missing_dtype…).
+ */
+export const ModelStateSchema = z.object({
+  state: z.enum(["pending", "downloading", "loading", "ready", "failed"]),
+  /** The dtype the engine chose (for `auto`), once known. */
+  dtype: z.string().optional(),
+  done: z.number().optional(),
+  total: z.number().optional(),
+  error: z.string().optional(),
+  reason: z.string().optional(),
+  /** When this state was last reported (ISO 8601). */
+  at: z.string(),
+});
+export type ModelState = z.infer<typeof ModelStateSchema>;

@@ -1,0 +1,15 @@
+import type { z } from "zod";
+
+/** With the `u` flag a well-formed pair is one code point, so only an unpaired half matches. */
+const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
+
+/**
+ * Text that will be stored in Postgres: `text` and `jsonb` cannot hold U+0000, and `jsonb`
+ * refuses an unpaired UTF-16 surrogate (`"\ud800"` is valid JSON and a valid JS string, but not
+ * Unicode). Both are refused here with a 400 naming the field, never in the database, where the
+ * statement would also fail every other add batched with it (other teams' included).
+ */
+export const storable = <S extends z.ZodString>(schema: S) =>
+  schema
+    .refine((s) => !s.includes("\u0000"), "must not contain the NUL character (\\u0000)")
+    .refine((s) => !UNPAIRED_SURROGATE.test(s), "must not contain an unpaired UTF-16 surrogate (\\ud800-\\udfff)");

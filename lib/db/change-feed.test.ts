@@ -1,0 +1,85 @@
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createScratchDatabase, startThrowawayDb } from "./throwaway";
+import type { EmbeddedDb } from "./embedded";
+import { connect, type DbHandle } from "./client";
+import { changeFeedOf } from "./change-feed";
+import { authenticateKey, createApiKey, revokeApiKey } from "../services/api-keys";
+import { createTeam } from "../services/teams";
+
+let server: EmbeddedDb;
+let database: Awaited<ReturnType<typeof createScratchDatabase>>;
+let app: DbHandle; // an app process's pool, with its change feed
+let other: postgres.Sql; // another process (the CLI, psql)
+
+beforeAll(async () => {
+  server = await startThrowawayDb();
+  database = await createScratchDatabase(server.url, "feed");
+  app = connect(database.url, { changeFeed: true });
+  other = postgres(database.url, { max: 1, onnotice: () => {} });
+  for (let i = 0; !changeFeedOf(app.sql)?.listening; i++) {
+    if (i > 500) throw new Error("the change feed did not start listening");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await app?.close();
+  await other?.end();
+  await database?.drop();
+  await server?.stop();
+});
+
+async function newKey() {
+  const team = await createTeam(app.db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+  const { key, secret } = await createApiKey(app.db, { teamId: team.id, kind: "api" });
+  return { key, secret, auth: `Bearer ${secret}` };
+}
+
+describe("change feed", () => {
+  it("serves a key from the cache, and drops it within 100 ms of a revoke by another process", async () => {
+    const k = await newKey();
+    await authenticateKey(app.db, k.auth, "api");
+    // last_used_at is not a column the cache watches: a lookup that reached the database would see it.
+    await other`update api_keys set last_used_at = '2001-01-01Z' where id = ${k.key.id}`;
+    const cached = await authenticateKey(app.db, k.auth, "api");
+    expect(cached.key.lastUsedAt?.getUTCFullYear()).not.toBe(2001);
+
+    await other`update api_keys set revoked_at = now() where id = ${k.key.id}`;
+    const revokedAt = performance.now();
+    await expect
+      .poll(
+        () =>
+          authenticateKey(app.db, k.auth, "api").then(
+            () => "ok",
+            (e: Error) => e.message,
+          ),
+        {
+          interval: 2,
+          timeout: 2_000,
+        },
+      )
+      .toMatch(/revoked/);
+    expect(performance.now() - revokedAt).toBeLessThan(100);
+  });
+
+  it("sees a revoke made in this process on the very next lookup", async () => {
+    const k = await newKey();
+    await authenticateKey(app.db, k.auth, "api");
+    await revokeApiKey(app.db, { id: k.key.id });
+    await expect(authenticateKey(app.db, k.auth, "api")).rejects.toThrow(/revoked/);
+  });
+
+  it("stops caching while its connection is down, so a change made meanwhile is never missed", async () => {
+    const k = await newKey();
+    await authenticateKey(app.db, k.auth, "api"); // cached
+    const feed = changeFeedOf(app.sql)!;
+    await other`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'lmplatform-cache'`;
+    await expect.poll(() => feed.listening, { interval: 1 }).toBe(false);
+    // While the feed reconnects (or after it has): the revoke holds either way.
+    await other`update api_keys set revoked_at = now() where id = ${k.key.id}`;
+    await expect(authenticateKey(app.db, k.auth, "api")).rejects.toThrow(/revoked/);
+    await expect.poll(() => feed.listening, { timeout: 10_000 }).toBe(true);
+    await expect(authenticateKey(app.db, k.auth, "api")).rejects.toThrow(/revoked/);
+  });
+});

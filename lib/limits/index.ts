@@ -1,0 +1,109 @@
+// Rate limits and quotas (docs/api.md "Limits"). Counted per app process: with several app
+// processes behind a load balancer, each enforces the limits on the traffic it serves.
+import type { TeamLimitOverrides, TeamLimits } from "../contracts/limits";
+import { env } from "../env";
+import { rateLimited } from "../errors";
+import { TokenBuckets, type BucketState } from "./token-bucket";
+
+const MINUTE = 60_000;
+
+/**
+ * Kept on globalThis, like the database pool: Next.js loads the App Router's routes and the Pages
+ * Router's API routes as separate bundles, each with its own copy of this module.
+ */
+const state = ((globalThis as unknown as { __lmpLimits?: LimiterState }).__lmpLimits ??= {
+  requests: new TokenBuckets(MINUTE),
+  tokens: new TokenBuckets(MINUTE),
+  signIns: new TokenBuckets(15 * MINUTE),
+  running: new Map<string, number>(),
+});
+type LimiterState = {
+  requests: TokenBuckets;
+  tokens: TokenBuckets;
+  signIns: TokenBuckets;
+  running: Map<string, number>;
+};
+const { requests, tokens, signIns, running } = state;
+
+/** A team's limits: its overrides over the defaults. */
+export function teamLimits(team: { limits?: TeamLimitOverrides | null }): TeamLimits {
+  const e = env();
+  const o = team.limits ?? {};
+  return {
+    requestsPerMinute: o.requestsPerMinute ?? e.RATE_LIMIT_REQUESTS_PER_MINUTE,
+    tokensPerMinute: o.tokensPerMinute ?? e.RATE_LIMIT_TOKENS_PER_MINUTE,
+    concurrentStreams: o.concurrentStreams ?? e.RATE_LIMIT_CONCURRENT_STREAMS,
+    datasetJobs: o.datasetJobs ?? e.RATE_LIMIT_DATASET_JOBS,
+  };
+}
+
+/** IETF draft-ietf-httpapi-ratelimit-headers names; Retry-After on refusals. */
+export function rateLimitHeaders(state: BucketState): Record<string, string> {
+  return {
+    "ratelimit-limit": String(state.limit),
+    "ratelimit-remaining": String(state.remaining),
+    "ratelimit-reset": String(state.resetSeconds),
+    ...(state.retryAfterSeconds > 0 ? { "retry-after": String(state.retryAfterSeconds) } : {}),
+  };
+}
+
+/** One request of `keyId`; throws 429 past the team's requests per minute. Returns the headers to send. */
+export function takeRequest(keyId: string, limits: TeamLimits): Record<string, string> {
+  const { ok, state } = requests.take(keyId, limits.requestsPerMinute);
+  const headers = rateLimitHeaders(state);
+  if (!ok) {
+    throw rateLimited(
+      `This key made more than ${limits.requestsPerMinute} requests in a minute; retry in ${state.retryAfterSeconds} s.`,
+      headers,
+    );
+  }
+  return headers;
+}
+
+/**
+ * Before a generation: the key's token budget must not be spent, and fewer than the team's
+ * concurrent streams may be running for it. Returns `finish(usedTokens)`, to call exactly once
+ * when the generation ends (however it ends): it frees the slot and charges the tokens.
+ */
+export function startGeneration(keyId: string, limits: TeamLimits): (usedTokens: number) => void {
+  const budget = tokens.peek(keyId, limits.tokensPerMinute);
+  if (!budget.ok) {
+    throw rateLimited(
+      `This key used its ${limits.tokensPerMinute} tokens of the last minute; retry in ${budget.state.retryAfterSeconds} s.`,
+      rateLimitHeaders(budget.state),
+    );
+  }
+  const n = running.get(keyId) ?? 0;
+  if (n >= limits.concurrentStreams) {
+    throw rateLimited(
+      `This key already has ${n} generations running (limit ${limits.concurrentStreams}); retry when one ends.`,
+      { "retry-after": "1" },
+    );
+  }
+  running.set(keyId, n + 1);
+  let done = false;
+  return (usedTokens) => {
+    if (done) return;
+    done = true;
+    const left = (running.get(keyId) ?? 1) - 1;
+    if (left > 0) running.set(keyId, left);
+    else running.delete(keyId);
+    if (usedTokens > 0) tokens.charge(keyId, limits.tokensPerMinute, usedTokens);
+  };
+}
+
+/** A sign-in attempt for `email` from `address`: 429 past either limit (per 15 minutes). */
+export function takeSignIn(email: string, address: string | undefined): void {
+  const e = env();
+  const checks: [string, number][] = [[`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT]];
+  if (address) checks.push([`address:${address}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS]);
+  for (const [key, limit] of checks) {
+    const { ok, state } = signIns.take(key, limit);
+    if (!ok) {
+      throw rateLimited(
+        `Too many sign-in attempts; try again in ${Math.ceil(state.retryAfterSeconds / 60)} min.`,
+        rateLimitHeaders(state),
+      );
+    }
+  }
+}

@@ -1,0 +1,39 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { resetEnvCache } from "../env";
+import { metricsAccess } from "./scrape";
+import { routePattern } from "./request";
+
+afterEach(() => {
+  delete process.env.METRICS_TOKEN;
+  resetEnvCache();
+});
+
+describe("metrics access", () => {
+  it("answers loopback only without METRICS_TOKEN", () => {
+    expect(metricsAccess(undefined, "127.0.0.1")).toBe(200);
+    expect(metricsAccess(undefined, "::1")).toBe(200);
+    expect(metricsAccess(undefined, "::ffff:127.0.0.1")).toBe(200);
+    expect(metricsAccess(undefined, "192.0.2.7")).toBe(403);
+    expect(metricsAccess("Bearer anything", "10.1.2.3")).toBe(403);
+  });
+
+  it("requires the token from everywhere once it is set, loopback included", () => {
+    process.env.METRICS_TOKEN = "scrape-token-0123456789";
+    resetEnvCache();
+    expect(metricsAccess("Bearer scrape-token-0123456789", "10.1.2.3")).toBe(200);
+    expect(metricsAccess(undefined, "127.0.0.1")).toBe(401);
+    expect(metricsAccess("Bearer wrong", "127.0.0.1")).toBe(401);
+  });
+});
+
+describe("route patterns", () => {
+  it("puts parameter names in place of their values, catch-alls included", () => {
+    expect(routePattern("/v1/pipelines/pipe_abc/add", { id: "pipe_abc" })).toBe("/v1/pipelines/[id]/add");
+    expect(routePattern("/deployments/acme/chat", { team: "acme", name: "chat" })).toBe("/deployments/[team]/[name]");
+    expect(routePattern("/v1/no/such/path", { path: ["no", "such", "path"] })).toBe("/v1/[...path]");
+    expect(routePattern("/v1/blobs/datasets/d%20x/f.jsonl", { key: ["datasets", "d x", "f.jsonl"] })).toBe(
+      "/v1/blobs/[...key]",
+    );
+    expect(routePattern("/v1/pipelines/list", {})).toBe("/v1/pipelines/list");
+  });
+});

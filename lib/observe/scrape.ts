@@ -1,0 +1,59 @@
+import { timingSafeEqual, createHash } from "node:crypto";
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from "prom-client";
+import { sql } from "drizzle-orm";
+import type { DbOrTx } from "../db/client";
+import { env } from "../env";
+import { workerSecret } from "../internal-secret";
+import { liveWorkers } from "../services/inference-routing";
+import { appMetrics } from "./metrics";
+
+const digest = (s: string) => createHash("sha256").update(s).digest();
+const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
+
+/**
+ * Who may read /metrics: with METRICS_TOKEN set, a request bearing it (from anywhere); without,
+ * only a request from this machine (the connection's own address, not a forwarded one).
+ */
+export function metricsAccess(authorization: string | undefined, remoteAddress: string | undefined): 200 | 401 | 403 {
+  const token = env().METRICS_TOKEN;
+  if (token) return timingSafeEqual(digest(authorization ?? ""), digest(`Bearer ${token}`)) ? 200 : 401;
+  return LOOPBACK.has(remoteAddress ?? "") ? 200 : 403;
+}
+
+/**
+ * The whole service in one scrape, Prometheus text format: the app's metrics (this process), the
+ * dataset jobs by status (read now), and every live worker's metrics, labelled `worker`. A
+ * worker that does not answer within 2 s is left out of this scrape.
+ */
+export async function scrapeAll(db: DbOrTx): Promise<{ text: string; contentType: string }> {
+  const m = appMetrics();
+  const jobs = await db.execute<{ status: string; n: number }>(
+    sql`select status, count(*)::int as n from datasets where deleted_at is null group by status`,
+  );
+  m.datasetJobs.reset();
+  for (const status of ["PROCESSING", "READY", "FAILED"]) {
+    m.datasetJobs.set({ status }, jobs.find((j) => j.status === status)?.n ?? 0);
+  }
+  const workers = await liveWorkers(db, { fresh: true });
+  const fromWorkers = await Promise.all(
+    workers.map(async (w) => {
+      try {
+        const res = await fetch(`${w.address}/metrics`, {
+          headers: { authorization: `Bearer ${workerSecret()}` },
+          signal: AbortSignal.timeout(2_000),
+        });
+        if (!res.ok) return [];
+        const metrics = (await res.json()) as MetricObjectWithValues<MetricValue<string>>[];
+        return metrics.map((x) => ({
+          ...x,
+          values: x.values.map((v) => ({ ...v, labels: { ...v.labels, worker: w.id } })),
+        }));
+      } catch {
+        return [];
+      }
+    }),
+  );
+  const own = await m.registry.getMetricsAsJSON();
+  const merged = AggregatorRegistry.aggregate([own, ...fromWorkers.filter((x) => x.length > 0)]);
+  return { text: await merged.metrics(), contentType: merged.contentType };
+}

@@ -1,0 +1,39 @@
+import { sql } from "drizzle-orm";
+import type { DbOrTx } from "../db/client";
+import { liveWorkers } from "./inference-routing";
+
+export type Health = {
+  /** ok: all well; degraded: serving, but no live worker (no generation, no packaging); down: no database. */
+  status: "ok" | "degraded" | "down";
+  database: { ok: boolean; latencyMs?: number; error?: string };
+  workers: { live: number; models: string[] };
+};
+
+const DATABASE_TIMEOUT_MS = 2_000;
+
+/** What the health route reports: the database answers in time, and which workers are live. */
+export async function serviceHealth(db: DbOrTx): Promise<Health> {
+  const started = performance.now();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${DATABASE_TIMEOUT_MS} ms`)), DATABASE_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([db.execute(sql`select 1`), timeout]);
+    const latencyMs = Math.round((performance.now() - started) * 10) / 10;
+    const live = await Promise.race([liveWorkers(db, { fresh: true }), timeout]);
+    return {
+      status: live.length > 0 ? "ok" : "degraded",
+      database: { ok: true, latencyMs },
+      workers: { live: live.length, models: [...new Set(live.flatMap((w) => w.models))].sort() },
+    };
+  } catch (err) {
+    return {
+      status: "down",
+      database: { ok: false, error: (err as Error).message },
+      workers: { live: 0, models: [] },
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,157 @@
+import { sql } from "drizzle-orm";
+import { MAX_IMPORT_REFUSALS, type ImportRefusal } from "../contracts/imports";
+import type { DbOrTx } from "../db/client";
+import { rawSql } from "../db/raw";
+import { insertSampleRows, type NewSample } from "./sample-rows";
+
+/**
+ * The worker's side of imports (workers/importer): claiming PROCESSING rows under a lease, and
+ * storing the file chunk by chunk. Every write after the claim is fenced on still holding the
+ * lease, and a chunk's samples commit together with the progress that says they are stored, so a
+ * worker taking over (lease expired) resumes exactly after the last committed chunk.
+ */
+export type ImportJob = {
+  id: string;
+  teamId: string;
+  pipelineId: string;
+  blobKey: string;
+  bytes: number;
+  /** Where the next chunk starts, and the counts so far (from the last committed chunk). */
+  bytesRead: number;
+  linesRead: number;
+  refusals: number;
+  attempts: number;
+};
+
+/** The lease is lost: taken over after it expired, or the import was ended (pipeline deleted). */
+export class ImportLeaseLost extends Error {
+  constructor() {
+    super("import lease lost");
+    this.name = "ImportLeaseLost";
+  }
+}
+
+/** The import's pipeline was deleted (after the import was created): nothing more can be stored. */
+export class ImportPipelineGone extends Error {
+  constructor() {
+    super("the import's pipeline was deleted");
+    this.name = "ImportPipelineGone";
+  }
+}
+
+const leaseHeld = (id: string, owner: string) => sql`id = ${id} and lease_owner = ${owner} and status = 'PROCESSING'`;
+
+/** Claims the oldest PROCESSING import whose lease is free or expired (SKIP LOCKED). */
+export async function claimImport(db: DbOrTx, input: { owner: string; leaseSeconds: number }) {
+  const [row] = await db.execute<{
+    id: string;
+    team_id: string;
+    pipeline_id: string;
+    blob_key: string;
+    bytes: number;
+    bytes_read: number;
+    lines_read: number;
+    refusals: number;
+    attempts: number;
+  }>(sql`
+    update imports i
+    set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
+        attempts = i.attempts + 1, updated_at = now()
+    from (
+      select id from imports
+      where status = 'PROCESSING' and (lease_expires_at is null or lease_expires_at < now())
+      order by created_at, id limit 1
+      for update skip locked
+    ) c
+    where i.id = c.id
+    returning i.id, i.team_id, i.pipeline_id, i.blob_key, i.bytes::float8 as bytes, i.bytes_read::float8 as bytes_read,
+              i.lines_read, jsonb_array_length(i.refusals) as refusals, i.attempts`);
+  if (!row) return undefined;
+  return {
+    id: row.id,
+    teamId: row.team_id,
+    pipelineId: row.pipeline_id,
+    blobKey: row.blob_key,
+    bytes: row.bytes,
+    bytesRead: row.bytes_read,
+    linesRead: row.lines_read,
+    refusals: row.refusals,
+    attempts: row.attempts,
+  } satisfies ImportJob;
+}
+
+/** Extends the lease; false when it is lost. */
+export async function renewImportLease(db: DbOrTx, input: { id: string; owner: string; leaseSeconds: number }) {
+  const rows = await db.execute(sql`
+    update imports set lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds})
+    where ${leaseHeld(input.id, input.owner)} returning id`);
+  return rows.length > 0;
+}
+
+export type ImportChunk = {
+  rows: NewSample[];
+  /** The file offset after the chunk's last line, and its line count. */
+  bytesRead: number;
+  linesRead: number;
+  refused: number;
+  /** Refusals to keep (the caller stops sending them once MAX_IMPORT_REFUSALS are kept). */
+  refusals: ImportRefusal[];
+};
+
+/**
+ * Stores one chunk and its progress in one transaction, only while the lease is held (else
+ * ImportLeaseLost, and nothing of the chunk is stored). Returns the samples stored (ids stored
+ * before are skipped, so a line can never be stored twice); ImportPipelineGone when the pipeline
+ * was deleted.
+ */
+export async function storeImportChunk(
+  db: DbOrTx,
+  input: { id: string; owner: string; leaseSeconds: number; chunk: ImportChunk },
+): Promise<number> {
+  const { chunk } = input;
+  return db.transaction(async (tx) => {
+    const held = await tx.execute(sql`
+      update imports set bytes_read = ${chunk.bytesRead}, lines_read = ${chunk.linesRead},
+        refused = refused + ${chunk.refused},
+        refusals = case when jsonb_array_length(refusals) < ${MAX_IMPORT_REFUSALS}
+                        then refusals || ${JSON.stringify(chunk.refusals)}::jsonb else refusals end,
+        lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}), updated_at = now()
+      where ${leaseHeld(input.id, input.owner)} returning id`);
+    if (held.length === 0) throw new ImportLeaseLost();
+    const stored =
+      chunk.rows.length > 0 ? (await insertSampleRows(rawSql(tx), chunk.rows, { skipExisting: true })).size : 0;
+    if (stored < chunk.rows.length) {
+      const [live] = await tx.execute(
+        sql`select 1 from pipelines where id = ${chunk.rows[0]!.pipelineId} and deleted_at is null`,
+      );
+      if (!live) throw new ImportPipelineGone();
+    }
+    await tx.execute(sql`update imports set imported = imported + ${stored} where id = ${input.id}`);
+    return stored;
+  });
+}
+
+/** PROCESSING → READY (fenced); false when the lease was lost. */
+export async function completeImport(db: DbOrTx, input: { id: string; owner: string }): Promise<boolean> {
+  const rows = await db.execute(sql`
+    update imports set status = 'READY', lease_owner = null, lease_expires_at = null, updated_at = now()
+    where ${leaseHeld(input.id, input.owner)} returning id`);
+  return rows.length > 0;
+}
+
+/** PROCESSING → FAILED with a reason the user may read (fenced); false when the lease was lost. */
+export async function failImport(db: DbOrTx, input: { id: string; owner: string; reason: string }) {
+  const rows = await db.execute(sql`
+    update imports set status = 'FAILED', error = ${input.reason}, lease_owner = null, lease_expires_at = null,
+      updated_at = now()
+    where ${leaseHeld(input.id, input.owner)} returning id`);
+  return rows.length > 0;
+}
+
+/** Gives the import back for another claim; `countAttempt: false` (a worker stopping) does not count it. */
+export async function releaseImport(db: DbOrTx, input: { id: string; owner: string; countAttempt: boolean }) {
+  await db.execute(sql`
+    update imports set lease_owner = null, lease_expires_at = null, updated_at = now(),
+      attempts = attempts - ${input.countAttempt ? 0 : 1}
+    where ${leaseHeld(input.id, input.owner)}`);
+}

@@ -1,0 +1,100 @@
+import { sql } from "drizzle-orm";
+import type { BlobStore } from "../blob";
+import type { DbOrTx } from "../db/client";
+import { notFound } from "../errors";
+import { DELETE_BATCH, removeSamples } from "./sample-deletion";
+import { importBlobPrefix } from "./imports";
+
+/**
+ * The background deletions the workers run (workers/maintenance.ts): retention, the samples of
+ * deleted pipelines, expired idempotency keys. Each step is batches of short transactions; the
+ * batches of two workers running at once skip each other's rows (SKIP LOCKED).
+ */
+
+/**
+ * DELETE /v1/pipelines/:id: the pipeline is gone at once (404 everywhere, its samples' URLs too);
+ * the workers then delete its samples and the row (purgeDeletedPipelines). Its datasets stay:
+ * READY ones that hold samples are marked `containsDeletedSamples`, PROCESSING ones FAIL, and so
+ * do its imports in progress (their uploaded files are removed).
+ */
+export async function deletePipeline(db: DbOrTx, blobs: BlobStore, input: { teamId: string; id: string }) {
+  const importIds = await db.transaction(async (tx) => {
+    const found = await tx.execute(sql`
+      update pipelines set deleted_at = now(), updated_at = now()
+      where id = ${input.id} and team_id = ${input.teamId} and deleted_at is null returning id`);
+    if (found.length === 0) throw notFound(`No pipeline with id '${input.id}'.`, "id");
+    // PROCESSING first: a dataset that becomes READY meanwhile is then marked by the next statement.
+    await tx.execute(sql`
+      update datasets set status = 'FAILED', error = 'Its pipeline was deleted before it was packaged.',
+        lease_owner = null, lease_expires_at = null, updated_at = now()
+      where pipeline_id = ${input.id} and status = 'PROCESSING' and deleted_at is null`);
+    await tx.execute(sql`
+      update datasets set contains_deleted_samples = true, updated_at = now()
+      where pipeline_id = ${input.id} and status = 'READY' and deleted_at is null and size > 0`);
+    const failed = await tx.execute<{ id: string }>(sql`
+      update imports set status = 'FAILED', error = 'The pipeline was deleted.', lease_owner = null,
+        lease_expires_at = null, updated_at = now()
+      where pipeline_id = ${input.id} and status = 'PROCESSING' returning id`);
+    return failed.map((r) => r.id);
+  });
+  for (const id of importIds) await blobs.removePrefix(importBlobPrefix(id));
+}
+
+/** Deletes the samples of deleted pipelines, then the pipelines themselves; returns samples deleted. */
+export async function purgeDeletedPipelines(db: DbOrTx, batch = DELETE_BATCH): Promise<number> {
+  const deleted = await db.execute<{ id: string }>(sql`select id from pipelines where deleted_at is not null`);
+  let total = 0;
+  for (const { id } of deleted) {
+    // Its datasets were told when it was deleted (deletePipeline).
+    total += await deleteInBatches(db, id, sql`true`, batch, false);
+    await db.execute(sql`
+      delete from pipelines where id = ${id} and deleted_at is not null
+        and not exists (select 1 from samples where pipeline_id = ${id})`);
+  }
+  return total;
+}
+
+/** Deletes the samples older than their pipeline's `retentionDays`; returns how many. */
+export async function applyRetention(db: DbOrTx, batch = DELETE_BATCH): Promise<number> {
+  const kept = await db.execute<{ id: string; days: number }>(sql`
+    select id, retention_days as days from pipelines where retention_days is not null and deleted_at is null`);
+  let total = 0;
+  for (const p of kept) {
+    total += await deleteInBatches(db, p.id, sql`created_at < now() - make_interval(days => ${p.days})`, batch);
+  }
+  return total;
+}
+
+/** Idempotency keys live 24 hours (lib/services/idempotency.ts); returns how many went. */
+export async function sweepIdempotencyKeys(db: DbOrTx): Promise<number> {
+  const rows = await db.execute(
+    sql`delete from idempotency_keys where created_at < now() - interval '24 hours' returning key`,
+  );
+  return rows.length;
+}
+
+/** Oldest first, `batch` samples per transaction, until none matches `condition`. */
+async function deleteInBatches(
+  db: DbOrTx,
+  pipelineId: string,
+  condition: ReturnType<typeof sql>,
+  batch: number,
+  datasets = true,
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const found = await db.transaction(async (tx) => {
+      const rows = await tx.execute<{ id: string }>(sql`
+        select id from samples where pipeline_id = ${pipelineId} and ${condition}
+        order by created_at, id limit ${batch} for update skip locked`);
+      total += await removeSamples(
+        tx,
+        pipelineId,
+        rows.map((r) => r.id),
+        { datasets },
+      );
+      return rows.length;
+    });
+    if (found < batch) return total;
+  }
+}

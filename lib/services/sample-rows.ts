@@ -1,0 +1,63 @@
+import type postgres from "postgres";
+import type { AddSampleInput } from "../contracts/pipelines";
+
+/** A sample to insert: its id, its pipeline, and its row as JSON (rows travel as one JSON array). */
+export type NewSample = { id: string; pipelineId: string; json: string };
+
+/** The row of one add body, as the insert below reads it. `{}` metadata is stored as null. */
+export function newSampleRow(id: string, pipelineId: string, teamId: string, sample: AddSampleInput): NewSample {
+  const { messages, userId, groupId, metadata } = sample;
+  const json = JSON.stringify({
+    id,
+    pipeline_id: pipelineId,
+    team_id: teamId,
+    messages,
+    length: messages.length,
+    user_id: userId ?? null,
+    group_id: groupId ?? null,
+    metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
+  });
+  return { id, pipelineId, json };
+}
+
+/**
+ * Inserts rows (one statement: the rows as one JSON array) with their metadata labels; returns the
+ * ids it inserted. The pipeline is selected by id *and* team, and must not be deleted, so a row
+ * aimed at an unknown, foreign or deleted pipeline inserts nothing. `for key share` locks the
+ * pipeline rows *before* created_at (clock_timestamp()) is taken: a dataset being created (which
+ * locks the row `for update`, see createDataset) then either sees these samples committed or gets
+ * a bound older than their created_at, never one in between. Rows keep the array's order, so
+ * their created_at follows it. `skipExisting`: an id that exists already is skipped (an import's
+ * ids are derived from its lines: a line stored before is never stored twice).
+ */
+export async function insertSampleRows(
+  sql: postgres.Sql | postgres.TransactionSql,
+  rows: NewSample[],
+  options: { skipExisting?: boolean } = {},
+): Promise<Set<string>> {
+  const payload = `[${rows.map((r) => r.json).join(",")}]`;
+  const conflict = options.skipExisting ? sql`on conflict (id) do nothing` : sql``;
+  const inserted = await sql<{ id: string }[]>`
+    with r as (
+      select * from rows from (jsonb_to_recordset(${payload}::jsonb) as (
+        id text, pipeline_id text, team_id text, messages jsonb, length int,
+        user_id text, group_id text, metadata jsonb)
+      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, ord)
+    ), p as (
+      select id, team_id from pipelines where id in (select pipeline_id from r) and deleted_at is null
+      for key share
+    ), s as (
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
+      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata
+      from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
+      order by r.ord
+      ${conflict}
+      returning id, pipeline_id, created_at, metadata
+    ), l as (
+      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
+      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
+      from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
+    )
+    select id from s`;
+  return new Set(inserted.map((r) => r.id));
+}

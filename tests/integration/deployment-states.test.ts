@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { DeploymentDto } from "@/lib/contracts/deployments";
+import { connect, type DbHandle } from "@/lib/db/client";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createDeployment } from "@/lib/services/deployments";
+import { createTeam } from "@/lib/services/teams";
+import { startHubServer } from "@/workers/engine/testing/hub-server";
+import { scratchDatabase } from "../helpers/scratch-database";
+import { startApp, startWorker } from "../setup/global-setup";
+
+/**
+ * Deployments of hub ids, end to end: an app and a worker of their own on a scratch database, and
+ * a local stand-in for the hub (tests have no network). The deployment's state goes downloading
+ * (with bytes) → ready; meanwhile its requests get 503 with Retry-After, never a hang; a model the
+ * hub lacks, or a dtype the repository lacks, fails with the reason.
+ */
+let database: Awaited<ReturnType<typeof scratchDatabase>>;
+let hub: Awaited<ReturnType<typeof startHubServer>>;
+let handle: DbHandle;
+let base: string;
+let dataDir: string;
+const children: ChildProcess[] = [];
+let apiKey: string;
+let modelKey: string;
+let teamId: string;
+let teamSlug: string;
+
+beforeAll(async () => {
+  database = await scratchDatabase();
+  hub = await startHubServer({ repos: { "acme/tiny": inject("tinyModel") } });
+  dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-states-"));
+  const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
+  const app = await startApp(env);
+  children.push(app.child);
+  base = app.url;
+  const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", HF_ENDPOINT: hub.url, WORKER_MODELS: "" });
+  children.push(worker.child);
+  handle = connect(database.url, { max: 2 });
+  const team = await createTeam(handle.db, { slug: "states" });
+  teamId = team.id;
+  teamSlug = team.slug;
+  apiKey = (await createApiKey(handle.db, { teamId, kind: "api" })).secret;
+  modelKey = (await createApiKey(handle.db, { teamId, kind: "model" })).secret;
+}, 120_000);
+
+afterAll(async () => {
+  for (const c of children) {
+    if (c.exitCode !== null) continue;
+    c.kill("SIGTERM");
+    await new Promise((r) => c.once("exit", r));
+  }
+  await handle?.close();
+  await hub?.close();
+  await database?.drop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+const state = async (name: string) => {
+  const res = await fetch(`${base}/v1/deployments/${name}`, { headers: { authorization: `Bearer ${apiKey}` } });
+  expect(res.status).toBe(200);
+  return DeploymentDto.parse(await res.json());
+};
+const complete = (name: string) =>
+  fetch(`${base}/deployments/${teamSlug}/${name}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 3 }),
+  });
+
+describe("deployment states", () => {
+  it("downloads a hub model with progress, answers 503 with Retry-After meanwhile, then serves it", async () => {
+    // The graph arrives slowly: its first kilobyte, then the rest two seconds later.
+    hub.fault({ file: "onnx/model.onnx", after: 1024, kind: "slow", times: 1 });
+    await createDeployment(handle.db, { teamId, name: "from-hub", model: "acme/tiny", dtype: "fp32" });
+
+    let seen: DeploymentDto["status"] | undefined;
+    await expect
+      .poll(async () => (seen = (await state("from-hub")).status).state, { timeout: 20_000, interval: 50 })
+      .toBe("downloading");
+    expect(seen!.progress!.done).toBeLessThan(seen!.progress!.total);
+    expect(seen!.progress!.percent).toBeLessThan(100);
+
+    const t0 = Date.now();
+    const busy = await complete("from-hub");
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(busy.status).toBe(503);
+    expect(busy.headers.get("retry-after")).toBe("10");
+    expect(((await busy.json()) as { error: { message: string } }).error.message).toMatch(/still downloading \(\d+%/);
+
+    await expect.poll(async () => (await state("from-hub")).status.state, { timeout: 30_000 }).toBe("ready");
+    expect((await state("from-hub")).status).toMatchObject({ dtype: "fp32", progress: null, message: null });
+    const served = await complete("from-hub");
+    expect(served.status).toBe(200);
+  }, 60_000);
+
+  it("fails an unknown hub id, and a dtype the repository lacks, with the reason", async () => {
+    await createDeployment(handle.db, { teamId, name: "unknown", model: "acme/nothing-here" });
+    await createDeployment(handle.db, { teamId, name: "no-q4", model: "acme/tiny", dtype: "q4" });
+    await expect.poll(async () => (await state("unknown")).status.state, { timeout: 20_000 }).toBe("failed");
+    expect((await state("unknown")).status).toMatchObject({ reason: "not_found" });
+    expect((await state("unknown")).status.message).toContain("acme/nothing-here");
+    await expect.poll(async () => (await state("no-q4")).status.state, { timeout: 20_000 }).toBe("failed");
+    const noQ4 = (await state("no-q4")).status;
+    expect(noQ4.reason).toBe("missing_dtype");
+    expect(noQ4.message).toMatch(/q4/);
+    expect(noQ4.message).toMatch(/fp32/); // the dtypes the repository does have
+
+    const res = await complete("no-q4");
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/could not be loaded/);
+  }, 60_000);
+
+  it("lists the team's deployments with model, dtype and state", async () => {
+    const res = await fetch(`${base}/v1/deployments/list`, { headers: { authorization: `Bearer ${apiKey}` } });
+    const list = DeploymentDto.array().parse(await res.json());
+    expect(list.map((d) => [d.name, d.dtype])).toEqual([
+      ["from-hub", "fp32"],
+      ["no-q4", "q4"],
+      ["unknown", "auto"],
+    ]);
+    expect(list.find((d) => d.name === "from-hub")!.status.state).toBe("ready");
+  });
+});

@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { ImportSchema } from "@/lib/contracts/imports";
+import { baseUrl, client, makeTeam } from "../helpers/context";
+import { jsonl, NDJSON, waitForImport } from "../helpers/imports";
+import { expectDocumented } from "../helpers/openapi";
+
+async function setup() {
+  const key = (await makeTeam()).apiKey;
+  const api = client(key);
+  const pipeline = (await api.post("/v1/pipelines/create", { name: "import" })).json.id as string;
+  return {
+    key,
+    api,
+    pipeline,
+    count: async (b: object = {}) => (await api.post(`/v1/pipelines/${pipeline}/count`, b)).json.count,
+  };
+}
+
+describe("imports", () => {
+  it("imports 100,000 lines, refusing some with their line numbers, with progress while it runs", async () => {
+    const { api, pipeline, count } = await setup();
+    const total = 100_000;
+    const { text, refused } = jsonl(total, 997);
+    const res = await api.post(`/v1/pipelines/${pipeline}/import`, text, NDJSON);
+    expect(res.status, res.text).toBe(202);
+    await expectDocumented("POST", "/v1/pipelines/{id}/import", res);
+    const created = ImportSchema.strict().parse(res.json);
+    expect(created).toMatchObject({ status: "PROCESSING", pipelineId: pipeline, bytes: Buffer.byteLength(text) });
+    expect(created.id).toMatch(/^imp_/);
+
+    const { done, seen } = await waitForImport(api, created.id);
+    expect(done).toMatchObject({
+      linesRead: total,
+      imported: total - refused.length,
+      refused: refused.length,
+      bytesRead: Buffer.byteLength(text),
+      error: null,
+    });
+    // Progress is visible while it runs, and never goes backwards.
+    expect(seen.some((s) => s.status === "PROCESSING" && s.linesRead > 0 && s.linesRead < total)).toBe(true);
+    for (let i = 1; i < seen.length; i++) expect(seen[i]!.linesRead).toBeGreaterThanOrEqual(seen[i - 1]!.linesRead);
+    expect(done.refusals).toHaveLength(100);
+    expect(done.refusals.map((r) => r.line)).toEqual(refused.slice(0, 100));
+    expect(done.refusals[0]!.error).toMatchObject({ type: "invalid_request", param: "messages[0].role" });
+    expect(done.refusals[1]!.error.message).toMatch(/not valid JSON/);
+    await expectDocumented("GET", "/v1/imports/{id}", await api.get(`/v1/imports/${created.id}`));
+
+    expect(await count()).toBe(total - refused.length);
+    // In line order, each line stored once.
+    const first = (
+      await api.post(`/v1/pipelines/${pipeline}/samples`, { limit: 3, metadata: { line: { $prefix: "1" } } })
+    ).json as { metadata: { line: string } }[];
+    expect(first.map((s) => s.metadata.line)).toEqual(["1", "10", "11"]);
+    expect(await count({ metadata: { line: "12345" } })).toBe(1);
+    expect(await count({ metadata: { line: String(refused[0]) } })).toBe(0);
+  }, 240_000);
+
+  it("skips blank lines, refuses long lines and bad UTF-8, and takes a last line without a newline", async () => {
+    const { key, api, pipeline, count } = await setup();
+    const ok = (c: string) => JSON.stringify({ messages: [{ role: "user", content: c }] });
+    const body = Buffer.concat([
+      Buffer.from(`${ok("a")}\r\n\n   \n`),
+      Buffer.from(JSON.stringify({ messages: [{ role: "user", content: "x".repeat(1024 * 1024 + 5) }] }) + "\n"),
+      Buffer.from([0x7b, 0xff, 0xfe, 0x7d, 0x0a]),
+      Buffer.from(`${ok("nul\u0000")}\n${ok("b")}`),
+    ]);
+    const created = await fetch(`${baseUrl}/v1/pipelines/${pipeline}/import`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/x-ndjson; charset=utf-8" },
+      body,
+    });
+    expect(created.status).toBe(202);
+    const { done } = await waitForImport(api, ((await created.json()) as { id: string }).id);
+    expect(done).toMatchObject({ linesRead: 7, imported: 2, refused: 3 });
+    expect(done.refusals.map((r) => [r.line, r.error.type, r.error.param ?? null])).toEqual([
+      [4, "payload_too_large", null],
+      [5, "invalid_request", null],
+      [6, "invalid_request", "messages[0].content"],
+    ]);
+    expect(await count()).toBe(2);
+  });
+
+  it("refuses other content types and unknown or other teams' pipelines before reading the body", async () => {
+    const { api, pipeline, count } = await setup();
+    const other = await setup();
+    const line = JSON.stringify({ messages: [{ role: "user", content: "x" }] });
+    const wrong = await api.post(`/v1/pipelines/${pipeline}/import`, line, { "content-type": "application/json" });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json.error.param).toBe("Content-Type");
+    for (const target of [other.pipeline, "pipe_00000000000000000000"]) {
+      const res = await api.post(`/v1/pipelines/${target}/import`, line, NDJSON);
+      expect(res.status).toBe(404);
+    }
+    const unknown = await api.get("/v1/imports/imp_00000000000000000000");
+    expect(unknown.status).toBe(404);
+    await expectDocumented("GET", "/v1/imports/{id}", unknown);
+    // Empty: READY with nothing read.
+    const empty = await api.post(`/v1/pipelines/${pipeline}/import`, "", NDJSON);
+    expect(empty.status).toBe(202);
+    expect((await waitForImport(api, empty.json.id)).done).toMatchObject({ linesRead: 0, imported: 0, bytes: 0 });
+    expect(await count()).toBe(0);
+    expect(await other.count()).toBe(0);
+  });
+});

@@ -1,0 +1,112 @@
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { createDataset } from "@/lib/services/datasets";
+import { createApiKey } from "@/lib/services/api-keys";
+import { setTeamLimits } from "@/lib/services/teams";
+import { createUser } from "@/lib/services/users";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { complete, makeDeployment } from "../helpers/deployments";
+import { cookiesOf, email, PASSWORD } from "../helpers/session";
+
+const limit = (teamId: string, limits: Parameters<typeof setTeamLimits>[1]["limits"]) =>
+  setTeamLimits(db().db, { teamId, limits });
+
+describe("rate limits and quotas", () => {
+  it("refuses a key past its team's requests per minute with 429 and the headers; others go on", async () => {
+    const team = await makeTeam();
+    const other = await makeTeam();
+    await limit(team.id, { requestsPerMinute: 3 });
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "limited" })).json.id as string;
+    const first = await api.get("/v1/pipelines/list");
+    expect(first.status).toBe(200);
+    expect(first.headers.get("ratelimit-limit")).toBe("3");
+    expect(first.headers.get("ratelimit-remaining")).toBe("1");
+    // add is served by its own route wrapper: the same limit.
+    expect(
+      (await api.post(`/v1/pipelines/${pipeline}/add`, { messages: [{ role: "user", content: "x" }] })).status,
+    ).toBe(200);
+    for (const res of [
+      await api.get("/v1/pipelines/list"),
+      await api.post(`/v1/pipelines/${pipeline}/add`, { messages: [{ role: "user", content: "y" }] }),
+    ]) {
+      expect(res.status).toBe(429);
+      expect(res.json.error.type).toBe("rate_limited");
+      expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      expect(res.headers.get("ratelimit-remaining")).toBe("0");
+    }
+    // Per key: the team's other key, and another team, are not affected.
+    const second = await createApiKey(db().db, { teamId: team.id, kind: "api" });
+    expect((await client(second.secret).get("/v1/pipelines/list")).status).toBe(200);
+    expect((await client(other.apiKey).get("/v1/pipelines/list")).status).toBe(200);
+    expect((await api.post(`/v1/pipelines/${pipeline}/count`, {})).status).toBe(429);
+    expect((await client(second.secret).post(`/v1/pipelines/${pipeline}/count`, {})).json).toEqual({ count: 1 });
+  });
+
+  it("bounds a model key's concurrent generations and tokens per minute", async () => {
+    const team = await makeTeam();
+    const dep = await makeDeployment(team);
+    await limit(team.id, { concurrentStreams: 1, tokensPerMinute: 40 });
+    // A stream holds the key's one slot until it ends.
+    const open = await fetch(dep.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 200, stream: true, temperature: 0 }),
+    });
+    expect(open.status).toBe(200);
+    const busy = await complete(dep, team.modelKey, { prompt: "Hi", max_tokens: 2 });
+    expect(busy.status).toBe(429);
+    expect(busy.json.error.message).toMatch(/generations running/);
+    await open.text(); // the stream ends: its slot is free, its tokens (well over 40) are charged
+    const spent = await complete(dep, team.modelKey, { prompt: "Hi", max_tokens: 2 });
+    expect(spent.status).toBe(429);
+    expect(spent.json.error.message).toMatch(/used its 40 tokens/);
+    expect(Number(spent.headers.get("retry-after"))).toBeGreaterThan(1);
+  });
+
+  it("refuses a team's dataset past its packaging quota", async () => {
+    const team = await makeTeam();
+    await limit(team.id, { datasetJobs: 1 });
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "p" })).json.id as string;
+    // One dataset being packaged (leased by a worker for the next hour).
+    const first = await createDataset(db().db, { teamId: team.id, pipelineId: pipeline, name: "first", selection: {} });
+    await db().db.execute(
+      sql`update datasets set lease_owner = 'busy-worker', lease_expires_at = now() + interval '1 hour' where id = ${first.id}`,
+    );
+    const refused = await api.post(`/v1/pipelines/${pipeline}/create-dataset`, { name: "second" });
+    expect(refused.status).toBe(429);
+    expect(refused.json.error.message).toMatch(/datasets being packaged \(limit 1\)/);
+    expect(refused.headers.get("retry-after")).toBe("10");
+    // Another team is not held up by it.
+    const other = client((await makeTeam()).apiKey);
+    const otherPipeline = (await other.post("/v1/pipelines/create", { name: "p" })).json.id as string;
+    expect((await other.post(`/v1/pipelines/${otherPipeline}/create-dataset`, { name: "x" })).status).toBe(200);
+    // Once the first is done, the team may create again.
+    await db().db.execute(sql`update datasets set status = 'FAILED', lease_owner = null where id = ${first.id}`);
+    expect((await api.post(`/v1/pipelines/${pipeline}/create-dataset`, { name: "second" })).status).toBe(200);
+  });
+
+  it("refuses an account's sign-ins past ten attempts in 15 minutes, even with the right password", async () => {
+    const team = await makeTeam();
+    const address = email();
+    await createUser(db().db, { email: address, password: PASSWORD, teamId: team.id });
+    const attempt = async (password: string) => {
+      const csrf = await fetch(`${baseUrl}/api/auth/csrf`);
+      const { csrfToken } = (await csrf.json()) as { csrfToken: string };
+      const res = await fetch(`${baseUrl}/api/auth/callback/credentials`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { "content-type": "application/x-www-form-urlencoded", cookie: cookiesOf(csrf).join("; ") },
+        body: new URLSearchParams({ csrfToken, email: address, password, json: "true" }),
+      });
+      const session = cookiesOf(res).some((c) => c.startsWith("next-auth.session-token="));
+      const location = res.headers.get("location") ?? ((await res.json().catch(() => ({}))) as { url?: string }).url;
+      return { session, error: location ? new URL(location, baseUrl).searchParams.get("error") : null };
+    };
+    for (let i = 0; i < 10; i++) expect((await attempt("wrong password")).session).toBe(false);
+    const refused = await attempt(PASSWORD);
+    expect(refused.session).toBe(false);
+    expect(refused.error).toMatch(/Too many sign-in attempts/);
+  });
+});

@@ -1,0 +1,227 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import { describe, expect, inject, it } from "vitest";
+import { UsageResponse } from "@/lib/contracts/usage";
+import { connect } from "@/lib/db/client";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createDeployment } from "@/lib/services/deployments";
+import { createTeam } from "@/lib/services/teams";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { complete, makeDeployment } from "../helpers/deployments";
+import { scratchDatabase } from "../helpers/scratch-database";
+import { startApp, startWorker } from "../setup/global-setup";
+
+type Family = {
+  name: string;
+  type: string;
+  metrics: { labels?: Record<string, string>; value?: string; count?: string }[];
+};
+/**
+ * The exposition parsed by an independent parser. That parser drops the labels of histogram
+ * samples, so histograms are also parsed as their plain series (`_bucket`, `_sum`, `_count`):
+ * the same text without their `# TYPE … histogram` lines.
+ */
+const scrape = async (url = baseUrl, headers: Record<string, string> = {}) => {
+  const res = await fetch(`${url}/metrics`, { headers });
+  if (res.status !== 200) return { status: res.status, families: [] as Family[] };
+  const text = await res.text();
+  const untyped = text.replace(/^# TYPE \S+ histogram$/gm, "");
+  const typed = parsePrometheusTextFormat(text) as Family[];
+  const names = new Set(typed.map((f) => f.name));
+  const plain = (parsePrometheusTextFormat(untyped) as Family[]).filter((f) => !names.has(f.name));
+  return { status: res.status, families: [...typed, ...plain] };
+};
+/** A family by name; one spread over several runs of lines (histograms' plain series) is merged. */
+const family = (families: Family[], name: string): Family | undefined => {
+  const found = families.filter((f) => f.name === name);
+  return found.length === 0 ? undefined : { ...found[0]!, metrics: found.flatMap((f) => f.metrics) };
+};
+const sample = (f: Family | undefined, labels: Record<string, string>) =>
+  f?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
+
+describe("metrics", () => {
+  it("serves the app's and the workers' metrics in Prometheus format, moving with traffic, routes as patterns", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const dep = await makeDeployment(team);
+    const before = (await scrape()).families;
+    const added0 = Number(family(before, "lmp_samples_added_total")?.metrics[0]?.value ?? 0);
+
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "metered" })).json.id as string;
+    for (let i = 0; i < 3; i++)
+      await api.post(`/v1/pipelines/${pipeline}/add`, { messages: [{ role: "user", content: "m" }] });
+    const done = await complete(dep, team.modelKey, { prompt: "Hello", max_tokens: 3, stream: true });
+    expect(done.status).toBe(200);
+
+    // A stream is counted once its last event has gone out, a moment after the client read it.
+    await expect
+      .poll(async () => family((await scrape()).families, "lmp_generation_requests_total")?.metrics.length ?? 0)
+      .toBeGreaterThan(0);
+    const { status, families } = await scrape();
+    expect(status).toBe(200);
+    const requests = family(families, "http_requests_total")!;
+    expect(requests.type).toBe("COUNTER");
+    const adds = sample(requests, { route: "/v1/pipelines/[id]/add", method: "POST", status: "200" });
+    expect(Number(adds?.value)).toBeGreaterThanOrEqual(3);
+    // No label anywhere holds an id.
+    for (const f of families)
+      for (const m of f.metrics)
+        for (const v of Object.values(m.labels ?? {}))
+          expect(v, f.name).not.toMatch(/(pipe|smp|key|data)_[a-z0-9]{20}/);
+    expect(family(families, "http_request_duration_seconds")?.type).toBe("HISTOGRAM");
+    expect(Number(family(families, "lmp_samples_added_total")!.metrics[0]!.value)).toBeGreaterThanOrEqual(added0 + 3);
+
+    const label = { deployment: `${team.slug}/${dep.name}` };
+    expect(Number(sample(family(families, "lmp_generation_requests_total"), { ...label, status: "ok" })?.value)).toBe(
+      1,
+    );
+    expect(Number(sample(family(families, "lmp_generated_tokens_total"), label)?.value)).toBe(3);
+    expect(Number(sample(family(families, "lmp_prompt_tokens_total"), label)?.value)).toBeGreaterThan(0);
+    expect(family(families, "lmp_time_to_first_token_seconds")?.type).toBe("HISTOGRAM");
+    expect(Number(sample(family(families, "lmp_time_to_first_token_seconds_count"), label)?.value)).toBe(1);
+    expect(
+      family(families, "lmp_dataset_jobs")
+        ?.metrics.map((m) => m.labels?.status)
+        .sort(),
+    ).toEqual(["FAILED", "PROCESSING", "READY"]);
+    // The worker's own figures, labelled with its id, and the default process metrics.
+    const queue = family(families, "lmp_engine_queue_depth")!;
+    expect(queue.metrics[0]!.labels!.worker).toMatch(/^wrk_/);
+    expect(family(families, "lmp_engine_running_sequences")).toBeDefined();
+    expect(family(families, "lmp_kv_cache_bytes")).toBeDefined();
+    expect(family(families, "process_cpu_user_seconds_total")).toBeDefined();
+  });
+});
+
+describe("usage", () => {
+  it("sums each completion's usage per day, key and deployment, for the team's own keys only", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const [d1, d2] = [await makeDeployment(team), await makeDeployment(team)];
+    const second = await createApiKey(db().db, { teamId: team.id, kind: "model" });
+    const usages: { key: string; dep: string; prompt: number; completion: number }[] = [];
+    const run = async (dep: typeof d1, key: string, keyId: string, stream: boolean) => {
+      const r = await complete(dep, key, { prompt: "Once upon a time", max_tokens: 4, stream });
+      expect(r.status).toBe(200);
+      const u = stream
+        ? JSON.parse(
+            r.text
+              .split("\n")
+              .filter((l) => l.includes('"usage"'))
+              .at(-1)!
+              .replace(/^data: /, ""),
+          ).usage
+        : r.json.usage;
+      usages.push({ key: keyId, dep: dep.id, prompt: u.prompt_tokens, completion: u.completion_tokens });
+    };
+    await run(d1, team.modelKey, "model", false);
+    await run(d1, team.modelKey, "model", true);
+    await run(d2, second.secret, second.key.id, false);
+    const chat = await api.post("/v1/chat/completions", {
+      model: d2.name,
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 3,
+    });
+    expect(chat.status).toBe(200);
+    usages.push({
+      key: team.keyId,
+      dep: d2.id,
+      prompt: chat.json.usage.prompt_tokens,
+      completion: chat.json.usage.completion_tokens,
+    });
+
+    const sum = (xs: typeof usages) => ({
+      requests: xs.length,
+      prompt_tokens: xs.reduce((a, x) => a + x.prompt, 0),
+      completion_tokens: xs.reduce((a, x) => a + x.completion, 0),
+    });
+    const today = new Date().toISOString().slice(0, 10);
+    await expect
+      .poll(async () => UsageResponse.parse((await api.get("/v1/usage?groupBy=day")).json).data, { timeout: 10_000 })
+      .toEqual([{ day: today, ...sum(usages) }]);
+    const byDeployment = UsageResponse.parse(
+      (await api.get(`/v1/usage?groupBy=deployment&from=${today}&to=${today}`)).json,
+    );
+    expect(byDeployment.data).toEqual(
+      [d1.id, d2.id].sort().map((id) => ({ deployment: id, ...sum(usages.filter((u) => u.dep === id)) })),
+    );
+    const byKey = UsageResponse.parse((await api.get("/v1/usage?groupBy=key")).json).data;
+    expect(byKey.find((r) => r.key === second.key.id)).toEqual({
+      key: second.key.id,
+      ...sum(usages.filter((u) => u.key === second.key.id)),
+    });
+    expect(byKey.reduce((a, r) => a + r.requests, 0)).toBe(4);
+
+    // Another team sees nothing of it; bad queries name their parameter.
+    expect((await client((await makeTeam()).apiKey).get("/v1/usage")).json).toEqual({ data: [] });
+    for (const [query, param] of [
+      ["groupBy=week", "groupBy"],
+      ["from=2026-13-01", "from"],
+      [`from=${today}&to=2020-01-01`, "from"],
+      ["bogus=1", "bogus"],
+    ]) {
+      const res = await api.get(`/v1/usage?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.json.error.param, query).toBe(param);
+    }
+  });
+});
+
+describe("logs and the metrics token", () => {
+  it("logs one JSON line per request with its request id in the app and in the worker; the token guards /metrics", async () => {
+    // A world of its own (database, app, worker), so this worker is the one that serves.
+    const database = await scratchDatabase();
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-logs-"));
+    const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
+    const app = await startApp({ ...env, METRICS_TOKEN: "metrics-token-0123456789", LOG_LEVEL: "info" });
+    const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", WORKER_MODELS: "" });
+    const handle = connect(database.url, { max: 1 });
+    try {
+      const team = await createTeam(handle.db, { slug: "logged" });
+      const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
+      await createDeployment(handle.db, { teamId: team.id, name: "tiny", model: inject("tinyModel") });
+      const res = await fetch(`${app.url}/deployments/logged/tiny`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Hi", max_tokens: 2 }),
+      });
+      expect(res.status).toBe(200);
+      const reqId = res.headers.get("x-request-id")!;
+      const lines = (logs: string[]) =>
+        logs
+          .join("")
+          .split("\n")
+          .filter((l) => l.startsWith("{"))
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
+      await expect
+        .poll(() => lines(app.logs).find((l) => l.reqId === reqId), { timeout: 5_000 })
+        .toMatchObject({
+          proc: "app",
+          route: "/deployments/[team]/[name]",
+          method: "POST",
+          status: 200,
+          teamId: team.id,
+        });
+      await expect
+        .poll(() => lines(worker.logs).find((l) => l.reqId === reqId), { timeout: 5_000 })
+        .toMatchObject({ proc: "worker", route: "/generate", method: "POST", status: 200 });
+      for (const l of [...lines(app.logs), ...lines(worker.logs)]) {
+        expect(JSON.stringify(l)).not.toContain(modelKey);
+        expect(JSON.stringify(l)).not.toContain('"Hi"');
+      }
+      expect((await scrape(app.url)).status).toBe(401);
+      expect((await scrape(app.url, { authorization: "Bearer wrong-token-0123456789" })).status).toBe(401);
+      expect((await scrape(app.url, { authorization: "Bearer metrics-token-0123456789" })).status).toBe(200);
+    } finally {
+      await handle.close();
+      for (const c of [worker.child, app.child]) {
+        c.kill("SIGTERM");
+        await new Promise((r) => c.once("exit", r));
+      }
+      await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createUser } from "@/lib/services/users";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { makeDeployment } from "../helpers/deployments";
+import { as, email, PASSWORD, signIn } from "../helpers/session";
+
+/** A signed-in member (not owner) of `teamId`. */
+async function member(teamId: string): Promise<string> {
+  const address = email();
+  await createUser(db().db, { email: address, password: PASSWORD, teamId, role: "member" });
+  return signIn(address);
+}
+
+describe("roles", () => {
+  it("lets members read keys and datasets but not revoke keys or delete datasets; owners can", async () => {
+    const team = await makeTeam();
+    const cookie = await member(team.id);
+    const owner = email();
+    await createUser(db().db, { email: owner, password: PASSWORD, teamId: team.id, role: "owner" });
+    const ownerCookie = await signIn(owner);
+
+    expect((await as(cookie).get("/api/ui/keys")).status).toBe(200);
+    const revoke = await as(cookie).post(`/api/ui/keys/${team.keyId}/revoke`);
+    expect(revoke.status).toBe(403);
+    expect(revoke.json.error).toMatchObject({ type: "forbidden", message: "Only owners of the team can revoke keys." });
+    expect((await client(team.apiKey).get("/v1/pipelines/list")).status).toBe(200); // still valid
+
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "p" })).json.id as string;
+    const dataset = (await api.post(`/v1/pipelines/${pipeline}/create-dataset`, { name: "kept" })).json.id as string;
+    const del = await client().call("DELETE", `/api/ui/datasets/${dataset}`, undefined, { cookie });
+    expect(del.status).toBe(403);
+    expect((await api.get(`/v1/datasets/${dataset}`)).status).toBe(200);
+
+    expect((await as(ownerCookie).post(`/api/ui/keys/${team.keyId}/revoke`)).status).toBe(200);
+    expect(
+      (await client().call("DELETE", `/api/ui/datasets/${dataset}`, undefined, { cookie: ownerCookie })).status,
+    ).toBe(200);
+  });
+});
+
+describe("browser protections", () => {
+  it("forbids framing every page", async () => {
+    for (const path of ["/sign-in", "/settings/keys", "/v1/pipelines/list"]) {
+      const res = await fetch(baseUrl + path, { redirect: "manual" });
+      expect(res.headers.get("x-frame-options"), path).toBe("DENY");
+      expect(res.headers.get("content-security-policy"), path).toContain("frame-ancestors 'none'");
+    }
+  });
+
+  it("refuses a cross-site GET to a session route (a link cannot start a playground generation)", async () => {
+    const team = await makeTeam();
+    const owner = email();
+    await createUser(db().db, { email: owner, password: PASSWORD, teamId: team.id, role: "owner" });
+    const cookie = await signIn(owner);
+    await makeDeployment(team, "play");
+    const path = "/api/ui/deployments/play/stream?prompt=Hello&max_tokens=2";
+    const crossSite = await client().get(path, { cookie, "sec-fetch-site": "cross-site" });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.json.error.type).toBe("forbidden");
+    const sameOrigin = await client().get(path, { cookie, "sec-fetch-site": "same-origin" });
+    expect(sameOrigin.status).toBe(200);
+  });
+});
+
+describe("health", () => {
+  it("reports the database and the live workers, and liveness separately", async () => {
+    const res = await client().get("/api/health");
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({ status: "ok", database: { ok: true }, workers: { live: expect.any(Number) } });
+    expect(res.json.workers.live).toBeGreaterThanOrEqual(1);
+    expect((await client().get("/api/health/live")).json).toEqual({ ok: true });
+  });
+});
+
+describe("deployment endpoint", () => {
+  it("refuses an unknown key before reading the body", async () => {
+    const team = await makeTeam();
+    const d = await makeDeployment(team, "body-last");
+    // Invalid JSON behind a bad key: the answer is about the key.
+    const res = await client("lmp_mk_" + "A".repeat(43)).post(`/deployments/${team.slug}/${d.name}`, "{not json");
+    expect(res.status).toBe(401);
+    const { secret } = await createApiKey(db().db, { teamId: team.id, kind: "model" });
+    const bad = await client(secret).post(`/deployments/${team.slug}/${d.name}`, "{not json");
+    expect(bad.status).toBe(400);
+  });
+});

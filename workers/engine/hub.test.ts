@@ -1,0 +1,270 @@
+// Hub ids: download by id from HF_ENDPOINT (a local stand-in here) into DATA_DIR/hub with
+// progress, cache reuse, the token sent to the endpoint only, classified errors, and downloads
+// that recover from interruptions without ever using a truncated file.
+import { existsSync, readFileSync, symlinkSync } from "node:fs";
+import { mkdir, mkdtemp } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "./engine";
+import { hubOptionsFromEnv, snapshotDir, type HubOptions } from "./model/hub/hub-config";
+import { loadModel, type LoadModelOptions } from "./model/load-model";
+import { modelDtypes } from "./model/model-dtypes";
+import type { LoadProgress } from "./model/progress";
+import { startHubServer } from "./testing/hub-server";
+import { cachedTinyModel } from "@/scripts/tiny-model/generate";
+import { llamaModelDir } from "./testing/models";
+
+let server: Awaited<ReturnType<typeof startHubServer>>;
+let tiny: string;
+beforeAll(async () => {
+  tiny = await cachedTinyModel({ family: "llama", dtypes: ["fp32", "q4"] });
+  server = await startHubServer({
+    repos: { "org/tiny": tiny, "org/private": tiny, "org/random-llama": await llamaModelDir() },
+    tokens: { "org/private": "hf_secret" },
+    cdn: true,
+    pageSize: 4,
+  });
+});
+afterAll(() => server.close());
+afterEach(() => server.clearFaults());
+
+const newCache = () => mkdtemp(path.join(os.tmpdir(), "lmp-hub-"));
+const hub = (cacheDir: string, extra: Partial<HubOptions> = {}): HubOptions => ({
+  endpoint: server.url,
+  token: null,
+  offline: false,
+  cacheDir,
+  ...extra,
+});
+const load = (id: string, opts: LoadModelOptions) => loadModel(id, opts);
+const since = (n: number) => server.requests.slice(n);
+const greedy = async (dirOrId: string, opts: LoadModelOptions) => {
+  const engine = new Engine({ models: [dirOrId], loadOptions: () => opts });
+  const r = await engine.generate({ prompt: "The dog sleeps", max_tokens: 12, temperature: 0 });
+  await engine.dispose();
+  return r.choices[0].text;
+};
+
+describe("hub downloads", () => {
+  it("downloads what one dtype needs, reporting bytes per file and overall, and serves it", async () => {
+    const cacheDir = await newCache();
+    const events: LoadProgress[] = [];
+    const m = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir), onProgress: (p) => events.push(p) });
+    expect(m.info.dtype).toBe("q4");
+    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    expect(m.dir).toBe(dir);
+    expect(existsSync(path.join(dir, "onnx/model_q4.onnx"))).toBe(true);
+    expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false); // other dtypes are not fetched
+    expect(events[0]).toEqual({ state: "resolving", id: "org/tiny" });
+    expect(events.at(-2)).toEqual({ state: "loading", dtype: "q4" });
+    expect(events.at(-1)).toEqual({ state: "ready", dtype: "q4" });
+    const downloads = events.filter((e) => e.state === "downloading");
+    const last = downloads.at(-1)!;
+    const size = (f: string) => readFileSync(path.join(tiny, f)).length;
+    expect(last.files.map((f) => f.file).sort()).toEqual(
+      [
+        "config.json",
+        "generation_config.json",
+        "onnx/model_q4.onnx",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+      ].sort(),
+    );
+    for (const f of last.files) expect(f).toEqual({ file: f.file, done: size(f.file), total: size(f.file) });
+    expect(last.done).toBe(last.total);
+    expect(last.total).toBe(last.files.reduce((a, f) => a + size(f.file), 0));
+    expect(downloads.some((e) => e.file.file === "onnx/model_q4.onnx")).toBe(true);
+    // Byte for byte the repository's files, so the same model: the same text as the folder itself.
+    expect(
+      readFileSync(path.join(dir, "onnx/model_q4.onnx")).equals(readFileSync(path.join(tiny, "onnx/model_q4.onnx"))),
+    ).toBe(true);
+    await m.dispose();
+    expect(await greedy("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).toBe(await greedy(tiny, { dtype: "q4" }));
+  });
+
+  it("reuses the cache on restart without a request, also offline; offline without it is a clear error", async () => {
+    const cacheDir = await newCache();
+    await (await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) })).dispose();
+    const before = server.requests.length;
+    await (await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) })).dispose();
+    await (await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir, { offline: true }) })).dispose();
+    expect(since(before)).toEqual([]);
+    await expect(load("org/tiny", { dtype: "q4", hub: hub(cacheDir, { offline: true }) })).rejects.toMatchObject({
+      reason: "offline",
+      message: expect.stringMatching(/HF_HUB_OFFLINE is set and model org\/tiny \(dtype q4\) is not in the cache/),
+    });
+    expect(since(before)).toEqual([]);
+  });
+
+  it("auto picks among the repository's files, and external data comes along", async () => {
+    const cacheDir = await newCache();
+    const m = await load("org/random-llama", { dtype: "fp16", hub: hub(cacheDir) });
+    expect(m.graphFile).toBe("onnx/model_fp16.onnx");
+    expect(existsSync(path.join(m.dir, "onnx/model_fp16.onnx_data"))).toBe(true);
+    await m.dispose();
+    const auto = await load("org/tiny", { hub: hub(cacheDir) });
+    expect(auto.info.dtype).toBe("q4"); // fp32 and q4 on offer: the preference's choice
+    await auto.dispose();
+  });
+
+  it("a private repository: 401 without a token, 403 with another; the token never reaches the CDN", async () => {
+    const cacheDir = await newCache();
+    await expect(load("org/private", { hub: hub(cacheDir) })).rejects.toMatchObject({
+      reason: "unauthorized",
+      message: expect.stringMatching(/model org\/private is gated or private \(401\): set HF_TOKEN/),
+    });
+    await expect(load("org/private", { hub: hub(cacheDir, { token: "hf_other" }) })).rejects.toMatchObject({
+      reason: "forbidden",
+      message: expect.stringContaining("no access (403)"),
+    });
+    const before = server.requests.length;
+    const m = await load("org/private", { dtype: "q4", hub: hub(cacheDir, { token: "hf_secret" }) });
+    await m.dispose();
+    const sent = since(before);
+    expect(sent.filter((r) => r.origin === "hub").every((r) => r.authorization === "Bearer hf_secret")).toBe(true);
+    expect(sent.filter((r) => r.origin === "cdn").map((r) => [r.path, r.authorization])).toEqual([
+      ["/blob/org%2Fprivate/onnx%2Fmodel_q4.onnx", undefined],
+    ]);
+  });
+
+  it("an unknown repository is not_found with its id; a missing dtype names the repository's files", async () => {
+    const cacheDir = await newCache();
+    await expect(load("org/nope", { hub: hub(cacheDir) })).rejects.toMatchObject({
+      code: "model_not_found",
+      reason: "not_found",
+      message: expect.stringContaining("model org/nope not found on " + server.url),
+    });
+    await expect(load("org/tiny@v9", { hub: hub(cacheDir) })).rejects.toMatchObject({ reason: "not_found" });
+    await expect(load("org/tiny", { dtype: "fp16", hub: hub(cacheDir) })).rejects.toMatchObject({
+      code: "model_not_found",
+      reason: "missing_dtype",
+      message:
+        "model org/tiny has no onnx/model_fp16.onnx (dtype fp16); it has: onnx/model.onnx (fp32), onnx/model_q4.onnx (q4)",
+    });
+  });
+
+  it("a connection cut mid-file is resumed with a Range request; a corrupted body is never used", async () => {
+    const cacheDir = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 100_000, kind: "cut", times: 2 });
+    const before = server.requests.length;
+    const m = await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) });
+    const ranges = since(before)
+      .filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"))
+      .map((r) => r.range);
+    expect(ranges).toEqual([undefined, "bytes=100000-", "bytes=200000-"]);
+    expect(
+      readFileSync(path.join(m.dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
+    ).toBe(true);
+    await m.dispose();
+
+    const other = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 5000, kind: "corrupt", times: 10 });
+    await expect(load("org/tiny", { dtype: "fp32", hub: hub(other) })).rejects.toMatchObject({
+      reason: "network",
+      message: expect.stringContaining("does not match its sha256 digest"),
+    });
+    const dir = snapshotDir(other, "org/tiny", "main");
+    expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false);
+    expect(existsSync(path.join(dir, "onnx/model.onnx.incomplete"))).toBe(false);
+  });
+
+  it("a download stopped mid-file (worker stopped) resumes from the partial file on the next load", async () => {
+    const cacheDir = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 300_000, kind: "slow", times: 1 }); // then a 2 s pause
+    const controller = new AbortController();
+    const first = load("org/tiny", {
+      dtype: "fp32",
+      hub: hub(cacheDir),
+      signal: controller.signal,
+      onProgress: (p) => {
+        if (p.state === "downloading" && p.file.file === "onnx/model.onnx" && p.file.done > 0) controller.abort();
+      },
+    });
+    await expect(first).rejects.toMatchObject({ reason: "cancelled" });
+    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false);
+    const kept = readFileSync(path.join(dir, "onnx/model.onnx.incomplete")).length;
+    expect(kept).toBeGreaterThan(0);
+    expect(kept).toBeLessThan(readFileSync(path.join(tiny, "onnx/model.onnx")).length);
+    const before = server.requests.length;
+    const m = await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) });
+    const ranges = since(before)
+      .filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"))
+      .map((r) => r.range);
+    expect(ranges).toEqual([`bytes=${kept}-`]);
+    expect(
+      readFileSync(path.join(m.dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
+    ).toBe(true);
+    await m.dispose();
+  });
+
+  it("a connection that stalls is dropped and resumed", async () => {
+    const cacheDir = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 200_000, kind: "slow", times: 1 }); // then a 2 s pause
+    const before = server.requests.length;
+    const m = await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir, { stallMs: 300 }) });
+    const ranges = since(before)
+      .filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"))
+      .map((r) => r.range);
+    expect(ranges).toHaveLength(2);
+    expect(ranges[1]).toMatch(/^bytes=\d+-$/);
+    expect(
+      readFileSync(path.join(m.dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
+    ).toBe(true);
+    await m.dispose();
+  });
+
+  it("a full disk is reported as disk_full", async () => {
+    const cacheDir = await newCache();
+    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    await mkdir(path.join(dir, "onnx"), { recursive: true });
+    symlinkSync("/dev/full", path.join(dir, "onnx/model_q4.onnx.incomplete")); // every write fails with ENOSPC
+    await expect(load("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).rejects.toMatchObject({
+      reason: "disk_full",
+      message: expect.stringContaining("no space left"),
+    });
+  });
+});
+
+describe("model dtypes", () => {
+  it("lists a hub repository's dtypes and auto's choice without downloading it", async () => {
+    const before = server.requests.length;
+    expect(await modelDtypes("org/tiny", hub(await newCache()))).toEqual({ dtypes: ["fp32", "q4"], auto: "q4" });
+    // The listing comes in pages of 4 entries (Link: rel="next"); then config.json alone.
+    const paths = since(before).map((r) => r.path.split("?")[0]);
+    expect(paths.length).toBeGreaterThan(2);
+    expect(paths.slice(0, -1).every((p) => p === "/api/models/org/tiny/tree/main")).toBe(true);
+    expect(paths.at(-1)).toBe("/org/tiny/resolve/main/config.json");
+    expect(await modelDtypes(await llamaModelDir())).toEqual({ dtypes: ["fp32", "fp16"], auto: "fp32" });
+    await expect(modelDtypes("org/private", hub(await newCache()))).rejects.toMatchObject({ reason: "unauthorized" });
+  });
+});
+
+describe("hub settings", () => {
+  it("come from HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE and DATA_DIR", () => {
+    expect(hubOptionsFromEnv({} as NodeJS.ProcessEnv)).toEqual({
+      endpoint: "https://huggingface.co",
+      token: null,
+      offline: false,
+      cacheDir: path.resolve(".data/hub"),
+    });
+    expect(
+      hubOptionsFromEnv({
+        HF_ENDPOINT: "https://hf-mirror.example/",
+        HF_TOKEN: "hf_x",
+        HF_HUB_OFFLINE: "1",
+        DATA_DIR: "/srv/lmp",
+      } as unknown as NodeJS.ProcessEnv),
+    ).toEqual({ endpoint: "https://hf-mirror.example", token: "hf_x", offline: true, cacheDir: "/srv/lmp/hub" });
+  });
+
+  it("a string that is neither a folder nor a hub id is not_found", async () => {
+    await expect(loadModel("./no/such/folder")).rejects.toMatchObject({ reason: "not_found" });
+    await expect(loadModel("not a model", { hub: hub(await newCache()) })).rejects.toMatchObject({
+      reason: "not_found",
+      message: expect.stringContaining("is not a hub id"),
+    });
+  });
+});

@@ -1,0 +1,102 @@
+// What the engine needs to know about a causal LM graph, read from its inputs, outputs and
+// operators. Everything the engine cannot feed or read is refused here, at load, with a message
+// that names it.
+import { loadError } from "../errors";
+import type { GraphOps } from "./onnx-scan";
+
+export type KvType = "float32" | "float16";
+
+export interface KvEntry {
+  past: string;
+  present: string;
+}
+
+export interface GraphSignature {
+  /** past_key_values.N.key/value in layer order, with their present outputs. */
+  kv: { entries: KvEntry[]; heads: number; headDim: number; type: KvType };
+  logitsType: KvType;
+  vocabSize: number | null;
+  positionIds: boolean;
+  numLogitsToKeep: boolean;
+  useCacheBranch: boolean;
+  /** com.microsoft GroupQueryAttention: positions and cache writes done by the op itself. */
+  groupQueryAttention: boolean;
+  /**
+   * Activations quantized per tensor at run time (DynamicQuantizeLinear, as in onnxruntime's
+   * dynamic quantization: the q8/int8/uint8 files): one row's numbers then depend on the other
+   * rows of the same pass, so each sequence must run in a pass of its own.
+   */
+  rowsInteract: boolean;
+  /** The graph's batch dimension is fixed at 1 (some exports pin it): one row per pass. */
+  batchOfOne: boolean;
+}
+
+export interface ValueMeta {
+  name: string;
+  isTensor?: boolean;
+  type?: string;
+  shape?: ReadonlyArray<number | string>;
+}
+
+/** Inputs the engine knows how to feed. */
+export const FED_INPUTS = ["input_ids", "attention_mask", "position_ids", "num_logits_to_keep", "use_cache_branch"];
+const PER_TENSOR_QUANT = [":DynamicQuantizeLinear", "com.microsoft:DynamicQuantizeMatMul"];
+
+export function readGraphSignature(
+  id: string,
+  inputs: readonly ValueMeta[],
+  outputs: readonly ValueMeta[],
+  graph: GraphOps,
+): GraphSignature {
+  const refuse = (what: string) =>
+    loadError("unsupported_layout", `model ${id}: ${what}; the engine serves decoder-only causal LMs with a KV cache`);
+  const inputNames = inputs.map((i) => i.name);
+  const outputNames = new Set(outputs.map((o) => o.name));
+  const past = inputNames.filter((n) => /^past_key_values\.\d+\.(key|value)$/.test(n));
+  const missing = ["input_ids", "attention_mask"].filter((n) => !inputNames.includes(n));
+  if (past.length === 0) missing.push("past_key_values.N.key/value");
+  if (missing.length) throw refuse(`the graph has no input ${missing.join(", ")} (it has ${inputNames.join(", ")})`);
+  const unknown = inputNames.filter((n) => !FED_INPUTS.includes(n) && !past.includes(n));
+  if (unknown.length)
+    throw refuse(
+      `graph input${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} ${unknown.length > 1 ? "are" : "is"} not supported ` +
+        `(the engine feeds ${FED_INPUTS.join(", ")} and past_key_values.N.key/value)`,
+    );
+  if (!outputNames.has("logits")) throw refuse(`the graph has no logits output`);
+
+  const entries = past
+    .map((name) => ({ past: name, present: name.replace("past_key_values", "present") }))
+    .sort((a, b) => layerOf(a.past) - layerOf(b.past) || a.past.localeCompare(b.past));
+  const noPresent = entries.filter((e) => !outputNames.has(e.present)).map((e) => e.present);
+  if (noPresent.length) throw refuse(`the graph has no output ${noPresent.join(", ")} for its past inputs`);
+
+  const meta = inputs.find((m) => m.name === entries[0].past);
+  const shape = meta?.shape ?? [];
+  const [, heads, , headDim] = shape;
+  if (shape.length !== 4 || typeof heads !== "number" || typeof headDim !== "number")
+    throw refuse(
+      `KV cache shape ${JSON.stringify(shape)} is not supported (expected [batch, heads, sequence, head_dim])`,
+    );
+  const kvType = meta?.type;
+  if (kvType !== "float32" && kvType !== "float16")
+    throw refuse(`KV cache type ${kvType} is not supported (float32 or float16)`);
+  const logits = outputs.find((o) => o.name === "logits");
+  const logitsType = logits?.type;
+  if (logitsType !== "float32" && logitsType !== "float16")
+    throw refuse(`logits type ${logitsType} is not supported (float32 or float16)`);
+  const vocab = logits?.shape?.[2];
+
+  return {
+    kv: { entries, heads, headDim, type: kvType },
+    logitsType,
+    vocabSize: typeof vocab === "number" ? vocab : null,
+    positionIds: inputNames.includes("position_ids"),
+    numLogitsToKeep: inputNames.includes("num_logits_to_keep"),
+    useCacheBranch: inputNames.includes("use_cache_branch"),
+    groupQueryAttention: graph.ops.has("com.microsoft:GroupQueryAttention"),
+    rowsInteract: PER_TENSOR_QUANT.some((op) => graph.ops.has(op)),
+    batchOfOne: shape[0] === 1 || inputs.find((i) => i.name === "input_ids")?.shape?.[0] === 1,
+  };
+}
+
+const layerOf = (name: string) => Number(name.split(".")[1]);

@@ -1,0 +1,153 @@
+// One file of a repository into the cache: written to <file>.incomplete, verified (size, and the
+// digest the listing gives), then renamed, so a truncated file is never used. An interrupted
+// download (connection cut, process stopped, signal) leaves the partial file; the next attempt
+// asks for the rest with a Range request, or starts over if the server ignores it.
+import { createHash, type Hash } from "node:crypto";
+import { createReadStream, existsSync, statSync } from "node:fs";
+import { mkdir, open, rename, rm } from "node:fs/promises";
+import path from "node:path";
+import { isEngineError, loadError } from "../../errors";
+import { hubError, hubFetch, resolveUrl, type RepoFile } from "./hub-client";
+import type { HubOptions } from "./hub-config";
+
+const ATTEMPTS = 4;
+const STALL_MS = 60_000;
+
+function newHash(file: RepoFile): Hash | null {
+  if (!file.digest) return null;
+  if (file.digest.algorithm === "sha256") return createHash("sha256");
+  return createHash("sha1").update(`blob ${file.size}\0`); // git's blob id
+}
+
+async function hashExisting(hash: Hash | null, partial: string) {
+  if (!hash) return;
+  for await (const chunk of createReadStream(partial)) hash.update(chunk as Buffer);
+}
+
+const isDiskFull = (e: unknown) => ["ENOSPC", "EDQUOT"].includes((e as { code?: string })?.code ?? "");
+
+/** Downloads in progress in this process, by target path (two loads of one repository share files). */
+const inFlight = new Map<string, Promise<void>>();
+
+type Opts = { signal?: AbortSignal; onBytes: (done: number) => void };
+
+export function downloadFile(
+  hub: HubOptions,
+  repo: string,
+  revision: string,
+  file: RepoFile,
+  dir: string,
+  opts: Opts,
+): Promise<void> {
+  const target = path.join(dir, file.path);
+  const running = inFlight.get(target);
+  if (running) return running.catch(() => {}).then(() => downloadFile(hub, repo, revision, file, dir, opts));
+  const p = fetchFile(hub, repo, revision, file, target, dir, opts).finally(() => inFlight.delete(target));
+  inFlight.set(target, p);
+  return p;
+}
+
+async function fetchFile(
+  hub: HubOptions,
+  repo: string,
+  revision: string,
+  file: RepoFile,
+  target: string,
+  dir: string,
+  opts: Opts,
+): Promise<void> {
+  const partial = `${target}.incomplete`;
+  if (existsSync(target) && statSync(target).size === file.size) return opts.onBytes(file.size);
+  await mkdir(path.dirname(target), { recursive: true });
+  let lastError = "";
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    let start = existsSync(partial) ? statSync(partial).size : 0;
+    if (start > file.size) {
+      await rm(partial, { force: true });
+      start = 0;
+    }
+    let hash = newHash(file);
+    // A connection that stops sending is dropped after stallMs without a byte, then resumed.
+    const stall = new AbortController();
+    let timer = setTimeout(() => stall.abort(), hub.stallMs ?? STALL_MS);
+    const alive = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => stall.abort(), hub.stallMs ?? STALL_MS);
+    };
+    const signal = opts.signal ? AbortSignal.any([opts.signal, stall.signal]) : stall.signal;
+    let res: Response;
+    try {
+      res = await hubFetch(hub, resolveUrl(hub, repo, revision, file.path), {
+        headers: start > 0 ? { range: `bytes=${start}-` } : {},
+        signal,
+      });
+    } catch (e) {
+      clearTimeout(timer);
+      if (!stall.signal.aborted || opts.signal?.aborted) throw e;
+      lastError = `no response within ${hub.stallMs ?? STALL_MS} ms`;
+      continue;
+    }
+    const resumed = res.status === 206 && res.headers.get("content-range")?.startsWith(`bytes ${start}-`) === true;
+    if (res.status === 416 || (res.status === 206 && !resumed)) {
+      // Not the range asked for: start the file over.
+      clearTimeout(timer);
+      await res.body?.cancel();
+      await rm(partial, { force: true });
+      continue;
+    }
+    if (!res.ok) {
+      clearTimeout(timer);
+      await res.body?.cancel();
+      throw hubError(hub, res, repo, file.path);
+    }
+    if (!resumed)
+      start = 0; // the server sent the whole file
+    else await hashExisting(hash, partial);
+    let done = start;
+    opts.onBytes(done);
+    let fh;
+    try {
+      fh = await open(partial, resumed ? "a" : "w");
+    } catch (e) {
+      clearTimeout(timer);
+      if (isDiskFull(e))
+        throw loadError("disk_full", `no space left on the disk of ${dir} for ${file.path} of ${repo}`);
+      throw e;
+    }
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        await fh.write(chunk);
+        hash?.update(chunk);
+        done += chunk.length;
+        opts.onBytes(done);
+        alive();
+      }
+    } catch (e) {
+      clearTimeout(timer);
+      await fh.close();
+      if (opts.signal?.aborted)
+        throw loadError("cancelled", `download of ${repo} cancelled (${file.path} kept for resuming)`);
+      if (isDiskFull(e))
+        throw loadError("disk_full", `no space left on the disk of ${dir} while downloading ${file.path} of ${repo}`);
+      if (isEngineError(e)) throw e;
+      lastError = stall.signal.aborted ? `no data for ${hub.stallMs ?? STALL_MS} ms` : (e as Error).message;
+      continue; // connection cut or stalled: resume from what arrived
+    }
+    clearTimeout(timer);
+    await fh.close();
+    if (done !== file.size) {
+      lastError = `got ${done} of ${file.size} bytes`;
+      if (done > file.size) await rm(partial, { force: true });
+      continue;
+    }
+    if (hash && hash.digest("hex") !== file.digest!.hex) {
+      await rm(partial, { force: true });
+      hash = null;
+      lastError = `${file.path} does not match its ${file.digest!.algorithm} digest`;
+      continue;
+    }
+    await rename(partial, target);
+    return;
+  }
+  throw loadError("network", `downloading ${file.path} of ${repo} failed ${ATTEMPTS} times (${lastError})`);
+}

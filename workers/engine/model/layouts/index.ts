@@ -1,0 +1,72 @@
+// The graph layouts the engine serves, one module each, and the rule that picks one. This table
+// is the capability table documented in docs/api.md ("Model layouts"); a graph none of them
+// fits is refused at load by readGraphSignature, naming what it lacks.
+import type { GraphSignature } from "../graph-signature";
+import type { GraphSession } from "../session";
+import { ExactLengthBatch } from "./exact-length";
+import { GraphIo } from "./feeds";
+import { GqaSharedBatch } from "./gqa-shared";
+import type { DecodeBatch, LayoutName, ModelRunner } from "./layout";
+import { PaddedBatch } from "./padded";
+
+export interface LayoutCapabilities {
+  name: LayoutName;
+  /** Which graphs get this layout. */
+  serves: string;
+  positions: string;
+  batching: string;
+  cacheUpdate: string;
+  create: (io: GraphIo) => DecodeBatch;
+}
+
+export const LAYOUTS: readonly LayoutCapabilities[] = [
+  {
+    name: "gqa-shared",
+    serves: "graphs with com.microsoft GroupQueryAttention (onnxruntime-genai model builder)",
+    positions: "computed by the op from seqlens_k = sum(attention_mask) - 1",
+    batching: "all rows in one pass, right-padded to the longest",
+    cacheUpdate: "in place: past and present are the same buffer, nothing copied per step",
+    create: (io) => new GqaSharedBatch(io),
+  },
+  {
+    name: "padded",
+    serves: "graphs with a position_ids input (Optimum / transformers.js exports)",
+    positions: "fed per row",
+    batching: "all rows in one pass, shorter rows padded and masked by attention_mask",
+    cacheUpdate: "the fed token's column copied from present into a preallocated cache",
+    create: (io) => new PaddedBatch(io),
+  },
+  {
+    name: "exact-length",
+    serves:
+      "graphs without position_ids (positions from the past length or the mask), and graphs that " +
+      "quantize activations per tensor (DynamicQuantizeLinear: q8/int8/uint8 files) or fix their batch at 1, " +
+      "one row per pass",
+    positions: "the graph's own, from the past length",
+    batching: "rows of equal length share a pass; no padding ever",
+    cacheUpdate: "present becomes the next past (no copy)",
+    create: (io) => new ExactLengthBatch(io),
+  },
+];
+
+export function pickLayout(sig: GraphSignature): LayoutCapabilities {
+  // Rows that interact within a pass run alone, and then without padding: the same shapes as
+  // transformers.js' own generate(), hence the same numbers (a padded pass changes the order of
+  // float sums in attention, which per-tensor activation quantization can amplify into another token).
+  const name: LayoutName = sig.groupQueryAttention
+    ? "gqa-shared"
+    : sig.positionIds && !sig.rowsInteract && !sig.batchOfOne
+      ? "padded"
+      : "exact-length";
+  return LAYOUTS.find((l) => l.name === name)!;
+}
+
+export function createRunner(sig: GraphSignature, session: GraphSession, vocabSize: number): ModelRunner {
+  const io = new GraphIo(sig, session, vocabSize);
+  const layout = pickLayout(sig);
+  return {
+    layout: layout.name,
+    prefill: (state, ids, start, end) => io.prefill(state, ids, start, end),
+    createBatch: () => layout.create(io),
+  };
+}

@@ -1,0 +1,42 @@
+// The seam between the scheduler and a graph layout. The scheduler prefills one sequence at a
+// time and decodes all running sequences in steps; how the KV cache is stored, how positions
+// reach the graph and how many passes a step takes belong to the layout (see ./index.ts).
+import type { OrtTensor } from "../session";
+
+/** One prefilled sequence: its cache as the graph returned it ([1, heads, length, head_dim] per entry). */
+export interface PrefillState {
+  presents: OrtTensor[];
+  length: number;
+}
+
+export interface DecodeBatch {
+  /** Rows (sequences) in the batch, in the scheduler's order. */
+  readonly size: number;
+  readonly bytes: number;
+  /** Cache columns per row (capacity), for stats. */
+  readonly columns: number;
+  /**
+   * New membership: the current rows at indices `keep` (in that order), then one row per joiner
+   * (a joiner listed twice gets two rows: a request's n sequences share their prompt's cache).
+   */
+  reshape(keep: readonly number[], joiners: readonly PrefillState[]): void;
+  /** Feeds tokens[i] to row i; returns each row's next-token logits (valid until the next step). */
+  step(tokens: readonly number[]): Promise<Float32Array[]>;
+}
+
+export interface ModelRunner {
+  readonly layout: LayoutName;
+  /**
+   * Runs prompt tokens [start, end) of one sequence whose first `start` tokens are in `state`
+   * (null when start is 0); returns the cache so far and the logits after token end - 1.
+   */
+  prefill(
+    state: PrefillState | null,
+    ids: readonly number[],
+    start: number,
+    end: number,
+  ): Promise<{ state: PrefillState; logits: Float32Array }>;
+  createBatch(): DecodeBatch;
+}
+
+export type LayoutName = "padded" | "gqa-shared" | "exact-length";

@@ -1,0 +1,143 @@
+// Loads a causal LM for the engine: a local folder or a hub id (downloaded into the cache
+// first), the graph of the requested dtype in an onnxruntime session of our own, the tokenizer
+// and chat template through transformers.js, and the graph layout that will serve it.
+import { AutoTokenizer, env, type PreTrainedTokenizer } from "@huggingface/transformers";
+import path from "node:path";
+import { resolveChatTemplate, type ChatTemplateSource } from "../chat-template";
+import { isEngineError, loadError } from "../errors";
+import { isDtypeChoice, type Dtype, type DtypeChoice } from "./dtypes";
+import { readGraphSignature, type GraphSignature } from "./graph-signature";
+import { downloadModel } from "./hub/download";
+import type { HubOptions } from "./hub/hub-config";
+import { createRunner } from "./layouts";
+import type { LayoutName, ModelRunner } from "./layouts/layout";
+import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
+import { scanOnnxOps } from "./onnx-scan";
+import type { LoadProgress } from "./progress";
+import { createGraphSession, type GraphSession } from "./session";
+
+export interface ModelInfo {
+  contextLength: number;
+  eosTokenIds: number[];
+  vocabSize: number;
+  dtype: Dtype;
+  layout: LayoutName;
+  usesPositionIds: boolean;
+  chatTemplate: ChatTemplateSource;
+  graph: GraphSignature;
+}
+
+export interface LoadedModel {
+  id: string;
+  /** The local folder the model was loaded from (a hub id's cached snapshot). */
+  dir: string;
+  /** The graph file, relative to `dir`. */
+  graphFile: string;
+  tokenizer: PreTrainedTokenizer;
+  info: ModelInfo;
+  runner: ModelRunner;
+  /** The graph's session (layouts run it; tests feed it directly). */
+  session: GraphSession;
+  /** Forward passes run so far (tests assert that batching shares passes). */
+  readonly stats: { forwardCalls: number };
+  dispose(): Promise<void>;
+}
+
+export interface LoadModelOptions {
+  /** Which graph file to load (transformers.js' names); `auto` (default): see chooseAutoDtype. */
+  dtype?: DtypeChoice;
+  /** Download and load progress, for the worker to publish. */
+  onProgress?: (p: LoadProgress) => void;
+  /** Cancels a download in progress (the partial file is kept and resumed next time). */
+  signal?: AbortSignal;
+  /** Hub settings; default from the environment (see hub-config.ts). */
+  hub?: Partial<HubOptions>;
+}
+
+export async function loadModel(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
+  const requested = opts.dtype ?? "auto";
+  if (!isDtypeChoice(requested)) throw loadError("missing_dtype", `unknown dtype ${JSON.stringify(requested)}`);
+  // transformers.js only ever reads local files: hub downloads are ours (hub/download.ts).
+  env.allowRemoteModels = false;
+  env.allowLocalModels = true;
+  let dir = path.resolve(id);
+  let dtype = requested;
+  if (!isLocalPath(id)) {
+    const got = await downloadModel(id, { dtype, onProgress: opts.onProgress, signal: opts.signal, hub: opts.hub });
+    dir = got.dir;
+    dtype = got.dtype; // what `auto` chose among the repository's files, not just the cached ones
+  }
+  const folder = readModelFolder(dir, id);
+  const choice = chooseGraph(id, folder.onnxFiles, dtype, folder.config);
+  opts.onProgress?.({ state: "loading", dtype: choice.dtype });
+
+  let tokenizer: PreTrainedTokenizer;
+  let session: GraphSession | undefined;
+  try {
+    tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
+    session = await createGraphSession(path.join(dir, choice.graph));
+  } catch (e) {
+    if (isEngineError(e)) throw e;
+    throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);
+  }
+  try {
+    const chat = resolveChatTemplate(dir);
+    (tokenizer as { chat_template: unknown }).chat_template = chat.template;
+    const sig = readGraphSignature(id, session.inputs, session.outputs, scanOnnxOps(path.join(dir, choice.graph)));
+    const { config, generationConfig } = folder;
+    const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+    // Same EOS source as transformers.js generate(): generation_config first, then config.
+    const eosRaw = generationConfig?.eos_token_id ?? config.eos_token_id;
+    const vocabSize = sig.vocabSize ?? num(config.vocab_size);
+    if (!vocabSize)
+      throw loadError("invalid_model", `model ${id}: no vocabulary size (logits shape or config.vocab_size)`);
+    const runner = createRunner(sig, session, vocabSize);
+    const info: ModelInfo = {
+      contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
+      eosTokenIds: (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((v): v is number => typeof v === "number"),
+      vocabSize,
+      dtype: choice.dtype,
+      layout: runner.layout,
+      usesPositionIds: sig.positionIds,
+      chatTemplate: chat.source,
+      graph: sig,
+    };
+    opts.onProgress?.({ state: "ready", dtype: choice.dtype });
+    const s = session;
+    return {
+      id,
+      dir,
+      graphFile: choice.graph,
+      tokenizer,
+      info,
+      runner,
+      session: s,
+      stats: s.stats,
+      dispose: () => s.dispose(),
+    };
+  } catch (e) {
+    await session.dispose();
+    throw e;
+  }
+}
+
+/**
+ * A model's tokenizer with the chat template the engine would use, without a graph session: for
+ * counting tokens (the packager). A hub id is fetched into the cache like loadModel does.
+ */
+export async function loadTokenizer(
+  id: string,
+  opts: Pick<LoadModelOptions, "signal" | "hub"> = {},
+): Promise<{ dir: string; tokenizer: PreTrainedTokenizer }> {
+  env.allowRemoteModels = false;
+  env.allowLocalModels = true;
+  const dir = isLocalPath(id) ? path.resolve(id) : (await downloadModel(id, { dtype: "auto", ...opts })).dir;
+  let tokenizer: PreTrainedTokenizer;
+  try {
+    tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
+  } catch (e) {
+    throw loadError("invalid_model", `could not load the tokenizer of ${id}: ${(e as Error).message}`);
+  }
+  (tokenizer as { chat_template: unknown }).chat_template = resolveChatTemplate(dir).template;
+  return { dir, tokenizer };
+}

@@ -1,0 +1,105 @@
+// Lists the operators of an ONNX graph without reading its weights: walks the protobuf wire
+// format of ModelProto → graph → node with positioned reads and skips every initializer, so a
+// 2 GB single-file export costs a few reads. Nodes (small) are decoded with onnx-proto, and
+// their subgraphs (If/Loop bodies) are searched too.
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import onnxProto from "onnx-proto";
+
+const { onnx } = onnxProto;
+
+export interface GraphOps {
+  /** "domain:OpType" ("" domain = ONNX) of every node, subgraphs included. */
+  ops: Set<string>;
+}
+
+/** Reads a file through a sliding window; `pos` is absolute. */
+class FileReader {
+  private buf = Buffer.alloc(1 << 16);
+  private start = 0;
+  private end = 0;
+  pos = 0;
+  constructor(private readonly fd: number) {}
+
+  private byte(): number {
+    if (this.pos < this.start || this.pos >= this.end) {
+      this.start = this.pos;
+      this.end = this.start + readSync(this.fd, this.buf, 0, this.buf.length, this.start);
+      if (this.end <= this.start) throw new Error("unexpected end of file");
+    }
+    return this.buf[this.pos++ - this.start];
+  }
+
+  varint(): number {
+    let result = 0;
+    let scale = 1;
+    for (;;) {
+      const b = this.byte();
+      result += (b & 0x7f) * scale; // arithmetic, not bit ops: lengths can pass 2^31
+      if (b < 0x80) return result;
+      scale *= 128;
+    }
+  }
+
+  bytes(n: number): Buffer {
+    const out = Buffer.alloc(n);
+    const got = readSync(this.fd, out, 0, n, this.pos);
+    if (got !== n) throw new Error("unexpected end of file");
+    this.pos += n;
+    return out;
+  }
+
+  /** Skips the value of a field of this wire type. */
+  skip(wireType: number) {
+    if (wireType === 0) this.varint();
+    else if (wireType === 1) this.pos += 8;
+    else if (wireType === 2) {
+      const n = this.varint(); // read before adding: `pos += varint()` would add to the old pos
+      this.pos += n;
+    } else if (wireType === 5) this.pos += 4;
+    else throw new Error(`unsupported protobuf wire type ${wireType}`);
+  }
+}
+
+const MODEL_GRAPH = 7;
+const GRAPH_NODE = 1;
+
+export function scanOnnxOps(file: string): GraphOps {
+  const fd = openSync(file, "r");
+  try {
+    const r = new FileReader(fd);
+    const size = fstatSync(fd).size;
+    const ops = new Set<string>();
+    while (r.pos < size) {
+      const tag = r.varint();
+      const field = Math.floor(tag / 8);
+      const wire = tag % 8;
+      if (field === MODEL_GRAPH && wire === 2) {
+        const end = r.varint() + r.pos;
+        while (r.pos < end) {
+          const t = r.varint();
+          if (Math.floor(t / 8) === GRAPH_NODE && t % 8 === 2) addNode(onnx.NodeProto.decode(r.bytes(r.varint())), ops);
+          else r.skip(t % 8);
+        }
+      } else r.skip(wire);
+    }
+    return { ops };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+type Node = InstanceType<typeof onnx.NodeProto>;
+type Graph = InstanceType<typeof onnx.GraphProto>;
+
+function addNode(node: Node, ops: Set<string>) {
+  const domain = node.domain === "ai.onnx" ? "" : (node.domain ?? "");
+  ops.add(`${domain}:${node.opType}`);
+  for (const a of node.attribute ?? []) {
+    if (a.g) addGraph(a.g as Graph, ops);
+    for (const g of a.graphs ?? []) addGraph(g as Graph, ops);
+  }
+}
+
+function addGraph(g: Graph, ops: Set<string>) {
+  for (const n of g.node ?? []) addNode(n as Node, ops);
+}

@@ -1,0 +1,29 @@
+// Lazy cache of loaded models by id and dtype; a failed load is forgotten so it can be retried.
+import { loadModel, type LoadedModel, type LoadModelOptions } from "./load-model";
+
+export class ModelRegistry {
+  private readonly models = new Map<string, { id: string; model: Promise<LoadedModel> }>();
+
+  get(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
+    const key = `${id}\u0000${opts.dtype ?? "auto"}`;
+    let entry = this.models.get(key);
+    if (!entry) {
+      entry = { id, model: loadModel(id, opts) };
+      this.models.set(key, entry);
+      entry.model.catch(() => this.models.delete(key));
+    }
+    return entry.model;
+  }
+
+  loadedIds(): string[] {
+    return [...new Set([...this.models.values()].map((e) => e.id))];
+  }
+
+  async dispose() {
+    for (const e of this.models.values()) {
+      const m = await e.model.catch(() => null);
+      await m?.dispose();
+    }
+    this.models.clear();
+  }
+}

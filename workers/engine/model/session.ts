@@ -1,0 +1,74 @@
+// The model's onnxruntime session, created by the engine itself (transformers.js loads the
+// tokenizer; the graph runs here) so that feeds and pre-allocated outputs are onnxruntime-node's
+// own tensors: outputs given to run() are written in place (transformers.js' bundled tensor
+// class fails onnxruntime-common's instanceof check, and such outputs were silently ignored).
+import * as ort from "onnxruntime-node";
+import type { ValueMeta } from "./graph-signature";
+
+export type OrtTensor = ort.Tensor;
+export type KvArray = Float32Array | Uint16Array;
+
+/**
+ * ONNX Runtime's thread pools spin while waiting for work by default. Between decoding steps
+ * (the worker is serving HTTP, the app and Postgres share the machine) that spinning burned
+ * ~25% more CPU per token and took cores from everything else: the serve bench measured
+ * 3.96 → 2.98 ms of worker CPU per token, 8 HTTP streams at 0.85 → 0.92 of the in-process rate.
+ */
+const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
+  executionProviders: ["cpu"],
+  graphOptimizationLevel: "all",
+  extra: { session: { intra_op: { allow_spinning: "0" }, inter_op: { allow_spinning: "0" } } },
+};
+
+export interface GraphSession {
+  readonly inputs: readonly ValueMeta[];
+  readonly outputs: readonly ValueMeta[];
+  /**
+   * One forward pass. `fetches` maps output names to null (allocated by onnxruntime) or to a
+   * tensor written in place (results then omit it). Counted: tests assert batching shares passes.
+   */
+  run(feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>): Promise<Record<string, OrtTensor>>;
+  readonly stats: { forwardCalls: number };
+  dispose(): Promise<void>;
+}
+
+export async function createGraphSession(file: string): Promise<GraphSession> {
+  const session = await ort.InferenceSession.create(file, SESSION_OPTIONS);
+  const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
+    m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
+  const stats = { forwardCalls: 0 };
+  return {
+    inputs: session.inputMetadata.map(meta),
+    outputs: session.outputMetadata.map(meta),
+    stats,
+    async run(feeds, fetches) {
+      stats.forwardCalls++;
+      return (await session.run(feeds, fetches)) as Record<string, OrtTensor>;
+    },
+    dispose: () => session.release(),
+  };
+}
+
+export function int64Tensor(values: ArrayLike<number>, dims: number[]) {
+  const data = new BigInt64Array(values.length);
+  for (let i = 0; i < values.length; i++) data[i] = BigInt(values[i]);
+  return new ort.Tensor("int64", data, dims);
+}
+
+/** An all-ones [rows, width] attention mask. */
+export const onesMask = (rows: number, width: number) =>
+  new ort.Tensor("int64", new BigInt64Array(rows * width).fill(1n), [rows, width]);
+
+/** A tensor over `data` itself (no copy: onnxruntime reads the JS memory). */
+export const int64View = (data: BigInt64Array, dims: number[]) => new ort.Tensor("int64", data, dims);
+
+export const boolTensor = (value: boolean) => new ort.Tensor("bool", Uint8Array.of(value ? 1 : 0), [1]);
+
+export function kvTensor(type: "float32" | "float16", data: KvArray, dims: number[]): OrtTensor {
+  return type === "float32"
+    ? new ort.Tensor("float32", data as Float32Array, dims)
+    : new ort.Tensor("float16", data as Uint16Array, dims);
+}
+
+export const newKvArray = (type: "float32" | "float16", length: number): KvArray =>
+  type === "float32" ? new Float32Array(length) : new Uint16Array(length);

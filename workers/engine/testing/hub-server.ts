@@ -1,0 +1,172 @@
+// A local stand-in for the Hugging Face hub (tests have no network): serves model folders as
+// repositories at /{org}/{name}/resolve/{revision}/{file} (Range requests included) and lists
+// them at /api/models/{org}/{name}/tree/{revision}, with the hub's error codes. Large files can be
+// redirected to a second origin (a CDN), cut off mid-body, slowed down or corrupted.
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+
+export interface HubServerOptions {
+  /** "org/name" → model folder. */
+  repos: Record<string, string>;
+  /** "org/name" → the only token that may read it (401 without one, 403 with another). */
+  tokens?: Record<string, string>;
+  /** Serve .onnx and *_data files through a redirect to another origin, as the hub does for LFS. */
+  cdn?: boolean;
+  /** Listing entries per page (the hub paginates with a Link header). */
+  pageSize?: number;
+}
+
+export interface Fault {
+  /** Path in the repository. */
+  file: string;
+  /** Bytes sent before the connection is destroyed (cut) or before waiting (slow). */
+  after: number;
+  kind: "cut" | "slow" | "corrupt";
+  /** How many responses it applies to. */
+  times: number;
+}
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  origin: "hub" | "cdn";
+  authorization: string | undefined;
+  range: string | undefined;
+}
+
+const isLfs = (f: string) => f.endsWith(".onnx") || /\.onnx_data(_\d+)?$/.test(f);
+
+function listFolder(dir: string, prefix = ""): string[] {
+  return readdirSync(path.join(dir, prefix), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? listFolder(dir, path.posix.join(prefix, e.name)) : [path.posix.join(prefix, e.name)],
+  );
+}
+
+export async function startHubServer(opts: HubServerOptions) {
+  const requests: RecordedRequest[] = [];
+  const faults: Fault[] = [];
+  let cdnUrl = "";
+
+  const serveFile = (req: http.IncomingMessage, res: http.ServerResponse, file: string, repoPath: string) => {
+    let body = readFileSync(file);
+    const fault = faults.find((f) => f.file === repoPath && f.times > 0);
+    if (fault) fault.times--;
+    if (fault?.kind === "corrupt") body = Buffer.from(body.map((b, i) => (i === fault.after ? b ^ 0xff : b)));
+    const size = body.length;
+    const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? "");
+    let start = 0;
+    if (m) {
+      start = Number(m[1]);
+      if (start >= size) {
+        res.writeHead(416, { "content-range": `bytes */${size}` }).end();
+        return;
+      }
+      res.writeHead(206, { "content-length": size - start, "content-range": `bytes ${start}-${size - 1}/${size}` });
+    } else res.writeHead(200, { "content-length": size });
+    if (req.method === "HEAD") return void res.end();
+    const rest = body.subarray(start);
+    if (fault?.kind === "cut") {
+      // A graceful close (FIN) before the announced length: the client sees every byte sent, then an error.
+      res.write(rest.subarray(0, fault.after), () => res.socket?.end());
+    } else if (fault?.kind === "slow") {
+      res.write(rest.subarray(0, fault.after));
+      setTimeout(() => res.end(rest.subarray(fault.after)), 2000);
+    } else res.end(rest);
+  };
+
+  const fail = (res: http.ServerResponse, status: number, code?: string) =>
+    res
+      .writeHead(status, { "content-type": "application/json", ...(code ? { "x-error-code": code } : {}) })
+      .end(JSON.stringify({ error: code ?? `status ${status}` }));
+
+  const hub = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://hub");
+    requests.push({
+      method: req.method ?? "GET",
+      path: url.pathname + url.search,
+      origin: "hub",
+      authorization: req.headers.authorization,
+      range: req.headers.range,
+    });
+    const tree = /^\/api\/models\/([^/]+\/[^/]+)\/tree\/([^/]+)$/.exec(url.pathname);
+    const resolve = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname);
+    const repo = tree?.[1] ?? resolve?.[1];
+    const dir = repo ? opts.repos[repo] : undefined;
+    if (!repo || !dir) return fail(res, 404, "RepoNotFound");
+    const token = opts.tokens?.[repo];
+    if (token) {
+      if (!req.headers.authorization) return fail(res, 401);
+      if (req.headers.authorization !== `Bearer ${token}`) return fail(res, 403, "GatedRepo");
+    }
+    const revision = decodeURIComponent((tree ?? resolve)![2]);
+    if (revision !== "main") return fail(res, 404, "RevisionNotFound");
+    if (tree) {
+      const files = listFolder(dir).sort();
+      const entries = files.map((f) => {
+        const bytes = readFileSync(path.join(dir, f));
+        const blob = createHash("sha1").update(`blob ${bytes.length}\0`).update(bytes).digest("hex");
+        return {
+          type: "file",
+          path: f,
+          size: bytes.length,
+          oid: blob,
+          ...(isLfs(f) ? { lfs: { oid: createHash("sha256").update(bytes).digest("hex"), size: bytes.length } } : {}),
+        };
+      });
+      const all = [{ type: "directory", path: "onnx", oid: "0", size: 0 }, ...entries];
+      const from = Number(url.searchParams.get("cursor") ?? 0);
+      const size = opts.pageSize ?? all.length;
+      const headers: Record<string, string> = { "content-type": "application/json" };
+      if (from + size < all.length) headers.link = `<${url.pathname}?recursive=true&cursor=${from + size}>; rel="next"`;
+      return res.writeHead(200, headers).end(JSON.stringify(all.slice(from, from + size)));
+    }
+    const file = decodeURIComponent(resolve![3]);
+    const full = path.join(dir, file);
+    if (file.includes("..") || !statSync(full, { throwIfNoEntry: false })?.isFile())
+      return fail(res, 404, "EntryNotFound");
+    if (opts.cdn && isLfs(file)) {
+      const location = `${cdnUrl}/blob/${encodeURIComponent(repo)}/${encodeURIComponent(file)}`;
+      return res.writeHead(302, { location }).end();
+    }
+    serveFile(req, res, full, file);
+  });
+
+  const cdn = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://cdn");
+    requests.push({
+      method: req.method ?? "GET",
+      path: url.pathname,
+      origin: "cdn",
+      authorization: req.headers.authorization,
+      range: req.headers.range,
+    });
+    const m = /^\/blob\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+    const repo = m ? decodeURIComponent(m[1]) : "";
+    const file = m ? decodeURIComponent(m[2]) : "";
+    const dir = opts.repos[repo];
+    if (!dir) return fail(res, 404);
+    serveFile(req, res, path.join(dir, file), file);
+  });
+
+  const listen = (s: http.Server) =>
+    new Promise<string>((r) =>
+      s.listen(0, "127.0.0.1", () => r(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)),
+    );
+  const url = await listen(hub);
+  cdnUrl = await listen(cdn);
+  return {
+    url,
+    requests,
+    /** Makes the next `times` responses for `file` misbehave. */
+    fault: (f: Fault) => faults.push(f),
+    clearFaults: () => faults.splice(0),
+    close: async () => {
+      hub.closeAllConnections();
+      cdn.closeAllConnections();
+      await Promise.all([new Promise((r) => hub.close(r)), new Promise((r) => cdn.close(r))]);
+    },
+  };
+}

@@ -1,0 +1,42 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { DbOrTx } from "@/lib/db/client";
+import { applyRetention, purgeDeletedPipelines, sweepIdempotencyKeys } from "@/lib/services/maintenance";
+
+/**
+ * The worker's maintenance, every `intervalSeconds` (and once at start): the samples of deleted
+ * pipelines, then retention (samples older than their pipeline's retentionDays), then expired
+ * idempotency keys. Each is batches of short transactions (lib/services/maintenance.ts), so
+ * nothing waits on it for long; workers running it at once skip each other's rows.
+ */
+export function startMaintenance(o: {
+  db: DbOrTx;
+  intervalSeconds: number;
+  batch: number;
+  log?: (line: string) => void;
+}): { stop: () => Promise<void> } {
+  const log = o.log ?? ((line: string) => console.log(line));
+  const shutdown = new AbortController();
+  const loop = (async () => {
+    while (!shutdown.signal.aborted) {
+      try {
+        const purged = await purgeDeletedPipelines(o.db, o.batch);
+        const expired = await applyRetention(o.db, o.batch);
+        const keys = await sweepIdempotencyKeys(o.db);
+        if (purged + expired + keys > 0) {
+          log(
+            `[maintenance] deleted ${purged} samples of deleted pipelines, ${expired} past retention, ${keys} idempotency keys`,
+          );
+        }
+      } catch (err) {
+        console.error("[maintenance] failed", err);
+      }
+      await sleep(o.intervalSeconds * 1000, undefined, { signal: shutdown.signal }).catch(() => {});
+    }
+  })();
+  return {
+    stop: async () => {
+      shutdown.abort();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,39 @@
+import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import type { Engine } from "./engine/engine";
+
+/**
+ * The worker's metrics, served as JSON on its internal API (GET /metrics) for the app, which
+ * labels them with the worker's id and serves them with its own at GET /metrics. The engine's
+ * figures are read at each scrape.
+ */
+export function workerMetrics(engine: Engine): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const sum = async (field: "queued" | "running" | "kvBytes") =>
+    (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
+  new Gauge({
+    name: "lmp_engine_queue_depth",
+    help: "Generation requests waiting for a batch slot, all models of the worker.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("queued"));
+    },
+  });
+  new Gauge({
+    name: "lmp_engine_running_sequences",
+    help: "Sequences decoding in the worker's batches.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("running"));
+    },
+  });
+  new Gauge({
+    name: "lmp_kv_cache_bytes",
+    help: "Bytes held by the running batches' KV caches.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("kvBytes"));
+    },
+  });
+  return registry;
+}

@@ -1,0 +1,101 @@
+// Keeps the worker's models loaded: every (model, dtype) of the deployments table (and
+// WORKER_MODELS, dtype auto) is loaded as soon as the worker learns of it, not at its first
+// request, and each one's state (downloading with bytes, loading, ready, failed with the reason)
+// is published in the registry, where the app reads it: the dashboard and the API show it, and
+// requests get a 503 with Retry-After while a model downloads instead of waiting for it.
+import { servedModelKey, type DtypeChoice, type ModelState } from "@/lib/contracts/models";
+import type { Engine } from "./engine/engine";
+import { isEngineError } from "./engine/errors";
+import type { LoadProgress } from "./engine/model/progress";
+import { logger } from "@/lib/observe/log";
+
+export type Served = { model: string; dtype: DtypeChoice };
+
+/** Publishes the ready keys and every state; called at most every `publishMs` while loading. */
+export type Publish = (ready: string[], states: Record<string, ModelState>) => Promise<void>;
+
+const RETRY_FAILED_MS = 60_000;
+
+export class ModelSupervisor {
+  private states = new Map<string, ModelState>();
+  private failedAt = new Map<string, number>();
+  private publishing: Promise<void> | null = null;
+  private dirty = false;
+  private lastPublish = 0;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly publish: Publish,
+    private readonly publishMs = 1000,
+    private readonly log: (line: string) => void = (line) => logger().info(line),
+  ) {}
+
+  /** Follows the wanted set: loads what is new (and, after a minute, retries what failed). */
+  sync(wanted: Served[]): void {
+    this.engine.setModels([...new Set(wanted.map((w) => w.model))]);
+    const keys = new Set(wanted.map((w) => servedModelKey(w.model, w.dtype)));
+    for (const key of [...this.states.keys()]) if (!keys.has(key)) this.states.delete(key);
+    for (const w of wanted) {
+      const key = servedModelKey(w.model, w.dtype);
+      const s = this.states.get(key);
+      const retry = s?.state === "failed" && Date.now() - (this.failedAt.get(key) ?? 0) > RETRY_FAILED_MS;
+      if (!s || retry) this.load(w, key);
+    }
+    this.changed(true);
+  }
+
+  /** What the worker serves now (the registry's `models`). */
+  readyKeys(): string[] {
+    return [...this.states].filter(([, s]) => s.state === "ready").map(([k]) => k);
+  }
+
+  private load(w: Served, key: string): void {
+    this.set(key, { state: "pending" });
+    const progress = (p: LoadProgress) => {
+      if (p.state === "downloading")
+        this.set(key, { state: "downloading", dtype: p.dtype, done: p.done, total: p.total });
+      else if (p.state === "loading") this.set(key, { state: "loading", dtype: p.dtype });
+    };
+    this.engine
+      .load(w.model, w.dtype, progress)
+      .then((m) => {
+        this.set(key, { state: "ready", dtype: m.info.dtype }, true);
+        this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready`);
+      })
+      .catch((err: unknown) => {
+        const message = (err as Error)?.message ?? String(err);
+        this.failedAt.set(key, Date.now());
+        this.set(key, { state: "failed", error: message, reason: isEngineError(err) ? err.reason : undefined }, true);
+        this.log(`[worker] ${w.model} (${w.dtype}) failed to load: ${message}`);
+      });
+  }
+
+  private set(key: string, state: Omit<ModelState, "at">, now = false): void {
+    this.states.set(key, { ...state, at: new Date().toISOString() });
+    this.changed(now);
+  }
+
+  /** Publishes now (state changes) or at most every publishMs (download progress). */
+  private changed(now: boolean): void {
+    this.dirty = true;
+    if (this.publishing) return;
+    const wait = now ? 0 : Math.max(0, this.lastPublish + this.publishMs - Date.now());
+    this.publishing = new Promise<void>((r) => setTimeout(r, wait).unref())
+      .then(async () => {
+        while (this.dirty) {
+          this.dirty = false;
+          this.lastPublish = Date.now();
+          await this.publish(this.readyKeys(), Object.fromEntries(this.states));
+        }
+      })
+      .catch((err: unknown) => logger().error({ err }, "publishing model states failed"))
+      .finally(() => {
+        this.publishing = null;
+      });
+  }
+
+  /** Resolves once nothing is waiting to be published (tests, shutdown). */
+  async flush(): Promise<void> {
+    while (this.publishing) await this.publishing;
+  }
+}

@@ -1,0 +1,118 @@
+import type { DatasetOptions, DatasetStats, InvalidReason, SplitName } from "@/lib/contracts/dataset-options";
+import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
+import { rowSplitter } from "./copy-rows";
+import type { DatasetOutput } from "./dataset-output";
+import type { ParquetRow } from "./parquet-file";
+import { PackagingError } from "./errors";
+import { inValidation, openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
+import { loadTokenCounter, type TokenCounter } from "./token-counter";
+import { TokenTally } from "./token-stats";
+
+type Chunks = (columns: RowColumns) => AsyncGenerator<{ chunk: Buffer; count: number }>;
+
+/** Whether packaging must look at each sample (otherwise the COPY's lines go out as they come). */
+export function needsRows(o: DatasetOptions): boolean {
+  return o.format === "parquet" || o.split !== undefined || o.dedupe || o.validate !== undefined || !!o.tokenizer;
+}
+
+/** Plain JSONL (gzipped or not): the COPY's chunks of lines are the file. */
+export async function copyLines(chunks: Chunks, out: DatasetOutput): Promise<DatasetStats> {
+  let included = 0;
+  for await (const { chunk, count } of chunks("line")) {
+    await out.addLines(chunk, count);
+    included += count;
+  }
+  return { included };
+}
+
+/**
+ * Each sample of the selection, in order, through the options: `validate` leaves out what the
+ * format refuses, `dedupe` the repeats of a conversation already kept (the oldest stays),
+ * `maxTokens` what is longer; what remains goes to its split's file. A sample is counted once,
+ * under the first of these that leaves it out.
+ */
+export async function packageRows(
+  job: Pick<DatasetJob, "options" | "tokenizerModel">,
+  chunks: Chunks,
+  outputs: Map<SplitName | null, DatasetOutput>,
+  signal: AbortSignal,
+): Promise<DatasetStats> {
+  const o = job.options;
+  const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
+  const invalid: Partial<Record<InvalidReason, number>> = {};
+  const seen = o.dedupe ? new SeenConversations() : undefined;
+  const tally = counter ? new TokenTally() : undefined;
+  const splits = { train: 0, validation: 0 };
+  let duplicate = 0;
+  let tooLong = 0;
+  let included = 0;
+  const parquet = o.format === "parquet";
+  const parse = parquet || o.validate || seen || counter;
+  const split = rowSplitter();
+  for await (const { chunk } of chunks(parquet ? "parquet" : "row")) {
+    for (const fields of split(chunk)) {
+      signal.throwIfAborted();
+      const [line, id] = fields as [Buffer, Buffer];
+      const messages: Message[] | undefined = parse ? JSON.parse(line.toString()).messages : undefined;
+      if (o.validate) {
+        const reason = openAiChatRefusal(messages!);
+        if (reason) {
+          invalid[reason] = (invalid[reason] ?? 0) + 1;
+          continue;
+        }
+      }
+      if (seen && !seen.add(messages!)) {
+        duplicate++;
+        continue;
+      }
+      const tokens = counter?.(messages!);
+      if (tokens !== undefined && o.maxTokens !== undefined && tokens > o.maxTokens) {
+        tooLong++;
+        continue;
+      }
+      if (tokens !== undefined) tally!.add(tokens);
+      const side: SplitName | null = o.split ? (inValidation(id.toString(), o.split) ? "validation" : "train") : null;
+      if (side) splits[side]++;
+      included++;
+      await outputs.get(side)!.add(line, parquet ? () => parquetRow(fields, messages!) : undefined);
+    }
+  }
+  const skipped = {
+    ...(o.validate ? { invalid } : {}),
+    ...(o.dedupe ? { duplicate } : {}),
+    ...(o.maxTokens !== undefined ? { tooLong } : {}),
+  };
+  return {
+    included,
+    ...(Object.keys(skipped).length > 0 ? { skipped } : {}),
+    ...(o.split ? { splits } : {}),
+    ...(tally ? { tokens: tally.stats() } : {}),
+  };
+}
+
+async function tokenCounter(deployment: string, model: string): Promise<TokenCounter> {
+  try {
+    return await loadTokenCounter(model);
+  } catch (err) {
+    throw new PackagingError(`Could not load the tokenizer of deployment '${deployment}' (${model}).`, { cause: err });
+  }
+}
+
+/** A row of the "parquet" columns: line, id, created_at in µs, user and group (JSON), metadata (JSON). */
+function parquetRow(fields: Buffer[], messages: Message[]): ParquetRow {
+  const metadata = fields[5]!.toString();
+  return {
+    id: fields[1]!.toString(),
+    createdAtMicros: BigInt(fields[2]!.toString()),
+    userId: JSON.parse(fields[3]!.toString()) as string | null,
+    groupId: JSON.parse(fields[4]!.toString()) as string | null,
+    metadata: metadata === "null" ? null : metadata,
+    messages: messages.map((m) => ({
+      role: m.role,
+      content: m.content ?? null,
+      name: m.name ?? null,
+      tool_call_id: m.tool_call_id ?? null,
+      tool_calls: m.tool_calls ? JSON.stringify(m.tool_calls) : null,
+    })),
+  };
+}

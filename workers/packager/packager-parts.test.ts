@@ -1,0 +1,105 @@
+import { createHash } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { prefixUpperBound } from "@/lib/services/selection-query";
+import { rowSplitter } from "./copy-rows";
+import { inValidation, openAiChatRefusal, SeenConversations } from "./sample-checks";
+import { niceBinWidth, TokenTally } from "./token-stats";
+
+const m = (role: string, content: string) => ({ role, content });
+
+describe("openai-chat validation", () => {
+  it("names the first rule a conversation breaks, in the documented order", () => {
+    expect(openAiChatRefusal([m("user", "q"), m("assistant", "a")])).toBeUndefined();
+    expect(openAiChatRefusal([m("system", "s"), m("user", "q"), m("assistant", "a")])).toBeUndefined();
+    expect(openAiChatRefusal([m("function", ""), m("system", "s")])).toBe("unknown_role");
+    // Tool messages are known; an assistant message with tool calls may have no content.
+    const call = { id: "c", type: "function" as const, function: { name: "f", arguments: "{}" } };
+    const tools = [
+      m("user", "q"),
+      { role: "assistant", content: null, tool_calls: [call] },
+      { ...m("tool", "r"), tool_call_id: "c" },
+    ];
+    expect(openAiChatRefusal(tools)).toBeUndefined();
+    expect(openAiChatRefusal([m("user", "q"), { role: "assistant", content: null }])).toBe("empty_content");
+    expect(openAiChatRefusal([m("user", "q"), m("assistant", "a"), m("tool", "")])).toBe("empty_content");
+    expect(openAiChatRefusal([m("user", ""), m("system", "s")])).toBe("empty_content");
+    expect(openAiChatRefusal([m("user", " "), m("system", "s"), m("assistant", "a")])).toBe("system_not_first");
+    expect(openAiChatRefusal([m("user", "q")])).toBe("no_assistant_message");
+  });
+});
+
+describe("split", () => {
+  it("follows the documented formula: SHA-256 of `<seed>:<id>`, first 6 bytes over 2^48", () => {
+    const ids = Array.from({ length: 2000 }, (_, i) => `smp_${i}`);
+    for (const id of ids.slice(0, 50)) {
+      const u = createHash("sha256").update(`9:${id}`).digest().readUIntBE(0, 6) / 2 ** 48;
+      expect(inValidation(id, { validation: 0.3, seed: 9 })).toBe(u < 0.3);
+    }
+    const share = ids.filter((id) => inValidation(id, { validation: 0.3, seed: 9 })).length / ids.length;
+    expect(share).toBeGreaterThan(0.25);
+    expect(share).toBeLessThan(0.35);
+  });
+});
+
+describe("SeenConversations", () => {
+  it("tells conversations apart by their tool calls, not only by role and content", () => {
+    const seen = new SeenConversations();
+    const call = (args: string) => ({ id: "c", type: "function" as const, function: { name: "f", arguments: args } });
+    expect(seen.add([{ role: "assistant", content: null, tool_calls: [call("{}")] }])).toBe(true);
+    expect(seen.add([{ role: "assistant", content: null, tool_calls: [call('{"a":1}')] }])).toBe(true);
+    expect(seen.add([{ role: "assistant", content: null, tool_calls: [call("{}")] }])).toBe(false);
+  });
+
+  it("keeps the first of each conversation (contents trimmed), through many growths", () => {
+    const seen = new SeenConversations();
+    for (let i = 0; i < 20_000; i++) expect(seen.add([m("user", `q${i}`)])).toBe(true);
+    for (let i = 0; i < 20_000; i += 7) expect(seen.add([m("user", `  q${i}\n`)])).toBe(false);
+    expect(seen.add([m("assistant", "q1")])).toBe(true); // the role counts
+    expect(seen.add([m("user", "q1"), m("user", "")])).toBe(true); // so does every message
+  });
+});
+
+describe("token stats", () => {
+  it("exact nearest-rank percentiles and a histogram of at most 30 round bins", () => {
+    const tally = new TokenTally();
+    const counts = Array.from({ length: 3000 }, (_, i) => (i * 37) % 1001);
+    for (const c of counts) tally.add(c);
+    const sorted = [...counts].sort((a, b) => a - b);
+    const s = tally.stats();
+    expect(s).toMatchObject({ total: counts.reduce((a, b) => a + b), max: 1000, p50: sorted[1499], p95: sorted[2849] });
+    expect(s.histogram.binWidth).toBe(50);
+    expect(s.histogram.counts).toHaveLength(21);
+    expect(s.histogram.counts.reduce((a, b) => a + b)).toBe(3000);
+    expect([0, 29, 30, 59, 149, 150].map(niceBinWidth)).toEqual([1, 1, 2, 2, 5, 10]);
+    expect(new TokenTally().stats()).toEqual({
+      total: 0,
+      p50: 0,
+      p95: 0,
+      max: 0,
+      histogram: { binWidth: 1, counts: [] },
+    });
+  });
+});
+
+describe("COPY rows", () => {
+  it("splits rows and fields wherever the chunks are cut", () => {
+    const text = Buffer.from('{"a": 1}\tid1\t5\n{"b": "é"}\tid2\t6\n');
+    for (let cut = 0; cut <= text.length; cut++) {
+      const split = rowSplitter();
+      const rows = [...split(text.subarray(0, cut)), ...split(text.subarray(cut))];
+      expect(rows.map((r) => r.map(String))).toEqual([
+        ['{"a": 1}', "id1", "5"],
+        ['{"b": "é"}', "id2", "6"],
+      ]);
+    }
+  });
+});
+
+describe("prefix ranges", () => {
+  it("bound every string that starts with the prefix, in code-point order", () => {
+    expect(prefixUpperBound("ab")).toBe("ac");
+    expect(prefixUpperBound("a\u{10ffff}")).toBe("b");
+    expect(prefixUpperBound("\ud7ff")).toBe("\ue000");
+    expect(prefixUpperBound("\u{10ffff}")).toBeUndefined();
+  });
+});

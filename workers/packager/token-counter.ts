@@ -1,0 +1,29 @@
+import type { Message } from "./sample-checks";
+
+/** Counts a conversation's tokens. */
+export type TokenCounter = (messages: Message[]) => number;
+
+/**
+ * The token counter of a deployment's model: its tokenizer and chat template, loaded with
+ * transformers.js straight from the model folder (or hub id). This is the packager's one seam to
+ * the model: the engine's own loading can change without touching packaging.
+ *
+ * A conversation counts as the model would see it in training: the chat template rendered over
+ * every message with no generation prompt, encoded without adding special tokens (the template
+ * writes its own). A model without a template gets the engine's plain `role: content` lines.
+ */
+export async function loadTokenCounter(model: string): Promise<TokenCounter> {
+  // Imported on first use: transformers.js and ONNX Runtime (~150 MB resident) stay out of a
+  // worker that never counts tokens, as the engine keeps them out until its first model. The
+  // engine's loader gives the same folder (hub ids from its cache) and chat template the
+  // deployment generates with; a model without one has the engine's `role: content` lines.
+  const { loadTokenizer } = await import("../engine/model/load-model");
+  const { tokenizer } = await loadTokenizer(model);
+  const render = (messages: Message[]): string =>
+    // A template reads `content` as a string: a tool-call message without one renders it empty.
+    tokenizer.apply_chat_template(
+      messages.map((m) => ({ ...m, content: m.content ?? "" })),
+      { tokenize: false, add_generation_prompt: false },
+    ) as string;
+  return (messages) => tokenizer.encode(render(messages), { add_special_tokens: false }).length;
+}
