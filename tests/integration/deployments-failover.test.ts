@@ -22,6 +22,13 @@ async function spareWorker() {
     WORKER_HEARTBEAT_SECONDS: "1",
   });
   extra.push(w.child);
+  // A worker registers before its models are loaded: wait until it advertises one as ready.
+  await expect
+    .poll(
+      async () => (await db().db.select().from(workers).where(eq(workers.pid, w.child.pid!)))[0]?.models.length ?? 0,
+      { timeout: 30_000, interval: 200 },
+    )
+    .toBeGreaterThan(0);
   // The app reads the registry at most once a second: let it see the new worker.
   await new Promise((r) => setTimeout(r, 1_100));
   const [row] = await db().db.select().from(workers).where(eq(workers.pid, w.child.pid!));
