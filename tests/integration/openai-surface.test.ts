@@ -1,8 +1,10 @@
 // The OpenAI surface for local deployments, through the official `openai` client over real
 // HTTP: POST /v1/completions (streamed and not, n, echo, logprobs, stop, include_usage),
-// GET /v1/models, errors, and that the same quota and usage apply as on the deployment endpoint.
+// GET /v1/models, chat logprobs and include_usage, errors, and that the same quota and usage
+// apply as on the deployment endpoint.
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
+import { ChatCompletionChunk, ChatCompletionResponse } from "@/lib/contracts/chat-completions";
 import { DeploymentCompletionResponse } from "@/lib/contracts/deployments";
 import { CompletionsChunk, CompletionsResponse, ModelList, type TextLogprobs } from "@/lib/contracts/openai";
 import { UsageResponse } from "@/lib/contracts/usage";
@@ -326,5 +328,79 @@ describe("GET /v1/models", () => {
     expect(theirs.data.map((m) => m.id)).toEqual([`${other.team.slug}/${other.dep.name}`]);
     expect((await client((await makeTeam()).apiKey).get("/v1/models")).json).toEqual({ object: "list", data: [] });
     expect((await client(team.modelKey).get("/v1/models")).status).toBe(401);
+  });
+});
+
+describe("POST /v1/chat/completions, OpenAI extras", () => {
+  it("stream_options.include_usage: a last chunk with empty choices and the non-streamed usage", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const ai = openai(team.apiKey);
+    const req = { model: dep.name, messages: [{ role: "user" as const, content: "Hello" }], max_tokens: 12, seed: 3 };
+    const whole = await ai.chat.completions.create({ ...req, n: 2 });
+    const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+    const stream = await ai.chat.completions.create({
+      ...req,
+      n: 2,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const c of stream) chunks.push(c);
+    const last = chunks.at(-1)!;
+    expect(last.choices).toEqual([]);
+    expect(last.usage).toMatchObject({
+      prompt_tokens: whole.usage!.prompt_tokens,
+      completion_tokens: whole.usage!.completion_tokens,
+      total_tokens: whole.usage!.total_tokens,
+    });
+    expect(chunks.slice(0, -1).every((c) => !c.usage)).toBe(true);
+    for (const index of [0, 1]) {
+      const mine = chunks.flatMap((c) => c.choices).filter((c) => c.index === index);
+      expect(mine.map((c) => c.delta.content ?? "").join("")).toBe(whole.choices[index]!.message.content);
+      expect(mine.at(-1)!.finish_reason).toBe(whole.choices[index]!.finish_reason);
+    }
+  });
+
+  it("logprobs / top_logprobs in OpenAI's chat shape, streamed or not", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const ai = openai(team.apiKey);
+    const req = {
+      model: dep.name,
+      messages: [{ role: "user" as const, content: "Tell me a story" }],
+      max_tokens: 14,
+      seed: 8,
+      logprobs: true,
+      top_logprobs: 2,
+    };
+    const res = await client(team.apiKey).post("/v1/chat/completions", req);
+    expect(res.status, res.text).toBe(200);
+    const done = ChatCompletionResponse.parse(res.json);
+    const content = done.choices[0]!.logprobs!.content;
+    expect(content.map((t) => t.token).join("")).toBe(done.choices[0]!.message.content);
+    for (const t of content) {
+      expect(t.logprob).toBeLessThanOrEqual(0);
+      expect(t.bytes).toEqual([...Buffer.from(t.token, "utf8")]);
+      expect(t.top_logprobs).toHaveLength(2);
+      expect(t.top_logprobs[0]!.logprob).toBeGreaterThanOrEqual(t.top_logprobs[1]!.logprob);
+      expect(t.top_logprobs[0]!.logprob).toBeGreaterThanOrEqual(t.logprob - 1e-9);
+    }
+    const plain = await ai.chat.completions.create({ ...req, logprobs: undefined, top_logprobs: undefined });
+    expect(plain.choices[0]!.logprobs).toBeNull();
+    expect(plain.choices[0]!.message.content).toBe(done.choices[0]!.message.content);
+
+    const streamed: typeof content = [];
+    const events = await rawStream(team.apiKey, "/v1/chat/completions", req);
+    for (const e of events.map((c) => ChatCompletionChunk.parse(c)))
+      for (const c of e.choices) if (c.logprobs) streamed.push(...c.logprobs.content);
+    expect(streamed).toEqual(content);
+    let viaClient = 0;
+    for await (const c of await ai.chat.completions.create({ ...req, stream: true }))
+      viaClient += c.choices[0]?.logprobs?.content?.length ?? 0;
+    expect(viaClient).toBe(content.length);
+
+    const bare = await client(team.apiKey).post("/v1/chat/completions", { ...req, logprobs: undefined });
+    expect(bare.status).toBe(400);
+    expect(bare.json.error.param).toBe("top_logprobs");
+    const many = await client(team.apiKey).post("/v1/chat/completions", { ...req, top_logprobs: 6 });
+    expect(many.json.error.param).toBe("top_logprobs");
   });
 });
