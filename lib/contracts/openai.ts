@@ -154,6 +154,8 @@ export const ModelObject = z.strictObject({
   owned_by: z.string(),
 });
 
+export type ModelObject = z.infer<typeof ModelObject>;
+
 export const ModelList = z.strictObject({
   object: z.literal("list"),
   data: z.array(ModelObject),

@@ -6,7 +6,7 @@ import {
   DeploymentDto,
   DeploymentStreamQuery,
 } from "../contracts/deployments";
-import { CompletionsBody, CompletionsResponse, ModelList } from "../contracts/openai";
+import { CompletionsBody, CompletionsResponse, ModelList, ModelObject } from "../contracts/openai";
 import { UsageQuery, UsageResponse } from "../contracts/usage";
 import type { Operation } from "./operation";
 
@@ -57,6 +57,18 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       success: "The models",
       response: ModelList,
       errors: [],
+    },
+  },
+  "/v1/models/{model}": {
+    get: {
+      summary: "Get a model (OpenAI's shape)",
+      description: "`team/name` (its `/` as a path separator or %2F) or a bare deployment name of the team.",
+      tags: ["Completions"],
+      auth: "api",
+      path: z.object({ model: z.string().meta({ description: "The model's id" }) }),
+      success: "The model",
+      response: ModelObject,
+      errors: [404],
     },
   },
   "/v1/deployments/list": {

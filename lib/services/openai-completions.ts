@@ -1,15 +1,13 @@
-// The OpenAI-style completion surface (POST /v1/completions, chat logprobs, GET /v1/models) over
-// the deployment completion path: the same resolution of `model`, the same generation (and so the
-// same quota, metrics and usage), OpenAI's shapes on top. Whatever serves the deployment (the
-// worker's engine today) only has to produce the generation events of lib/contracts/generation.
-import type { CompletionsInput, ChatLogprobs, CompletionsResult, ModelList, TextLogprobs } from "../contracts/openai";
+// The OpenAI-style completion surface (POST /v1/completions, chat logprobs) over the deployment
+// completion path: the same resolution of `model`, the same generation (and so the same quota,
+// metrics and usage), OpenAI's shapes on top. Whatever serves the deployment (the worker's engine
+// today) only has to produce the generation events of lib/contracts/generation.
+import type { ChatLogprobs, CompletionsInput, CompletionsResult, TextLogprobs } from "../contracts/openai";
 import type { GeneratedTokenLogprobs, GenerationStreamEvent, GenerationUsage } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
-import type { Team } from "../db/schema";
 import { InferenceError } from "../inference/client";
 import { randomToken } from "../ids";
 import { openStreamOnDeployment, type CompletionCall, type CompletionParams } from "./deployment-completions";
-import { listDeployments } from "./deployments";
 import { toApiError } from "./inference-routing";
 
 /** The text of `prompt` (one string, or an array of one: the contract refuses more). */
@@ -199,19 +197,5 @@ export function toTextCompletion(
       finish_reason: c.finish_reason,
     })),
     usage: r.usage,
-  };
-}
-
-/** GET /v1/models: the team's deployments, by the name `model` takes. Never another team's. */
-export async function listModels(db: DbOrTx, team: Pick<Team, "id" | "slug">): Promise<ModelList> {
-  const rows = await listDeployments(db, team.id);
-  return {
-    object: "list",
-    data: rows.map((d) => ({
-      id: `${team.slug}/${d.name}`,
-      object: "model",
-      created: Math.floor(d.createdAt.getTime() / 1000),
-      owned_by: team.slug,
-    })),
   };
 }

@@ -329,6 +329,30 @@ describe("GET /v1/models", () => {
     expect((await client((await makeTeam()).apiKey).get("/v1/models")).json).toEqual({ object: "list", data: [] });
     expect((await client(team.modelKey).get("/v1/models")).status).toBe(401);
   });
+
+  it("GET /v1/models/{model}: one of the team's, by id (slash or %2F) or bare name; another team's is 404", async () => {
+    const team = await makeTeam();
+    const other = await makeTeamWithDeployment();
+    const dep = await makeDeployment(team, "one");
+    const api = client(team.apiKey);
+    const listed = ModelList.parse((await api.get("/v1/models")).json).data[0];
+    for (const path of [`/v1/models/${team.slug}/one`, `/v1/models/${team.slug}%2Fone`, "/v1/models/one"]) {
+      const res = await api.get(path);
+      expect(res.status, path).toBe(200);
+      expect(res.json, path).toEqual(listed);
+      await expectDocumented("GET", "/v1/models/{model}", res);
+    }
+    expect(await openai(team.apiKey).models.retrieve(`${team.slug}/${dep.name}`)).toMatchObject(listed!);
+    for (const path of [`/v1/models/${other.team.slug}/${other.dep.name}`, `/v1/models/${team.slug}/two`]) {
+      const res = await api.get(path);
+      expect(res.status, path).toBe(404);
+      expect(res.json.error).toMatchObject({ type: "not_found", param: "model" });
+      await expectDocumented("GET", "/v1/models/{model}", res);
+    }
+    await expect(openai(team.apiKey).models.retrieve(`${other.team.slug}/${other.dep.name}`)).rejects.toMatchObject({
+      status: 404,
+    });
+  });
 });
 
 describe("POST /v1/chat/completions, OpenAI extras", () => {

@@ -1,5 +1,5 @@
 import { apiRoute } from "@/lib/http/api-route";
-import { listModels } from "@/lib/services/openai-completions";
+import { listModels } from "@/lib/services/openai-models";
 
 export const dynamic = "force-dynamic";
 
