@@ -74,6 +74,15 @@ describe("POST /v1/completions", () => {
     expect(res.status, res.text).toBe(200);
     expect(CompletionsResponse.parse(res.json).choices[0]!.text).toBe(raw.result[0]!.completion);
     await expectDocumented("POST", "/v1/completions", res);
+
+    // The deployment endpoint's sampling parameters reach the engine under the same names.
+    const extra = { top_k: 4, repetition_penalty: 1.3, tfs: 0.9, bad_words: [" the"], logit_bias: { "260": -5 } };
+    const tuned = await client(team.apiKey).post("/v1/completions", { model: dep.name, ...req, ...extra });
+    const tunedRaw = DeploymentCompletionResponse.parse(
+      (await complete(dep, team.modelKey, { ...req, ...extra })).json,
+    );
+    expect(tuned.json.choices[0].text).toBe(tunedRaw.result[0]!.completion);
+    expect(tuned.json.choices[0].text).not.toBe(raw.result[0]!.completion);
   });
 
   it("streams text_completion chunks that add up to the non-streamed answer, for every n, then [DONE]", async () => {
