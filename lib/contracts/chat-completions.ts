@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { StopList } from "./deployments";
 import { MAX_CONTEXT_TOKENS, MAX_N } from "./generation";
+import { ChatLogprobs, MAX_TOP_LOGPROBS } from "./openai";
 import { ChatMessageSchema } from "./pipelines";
 
 /**
@@ -27,8 +28,15 @@ export const ChatCompletionBody = z
     seed: optional(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)),
     stop: optional(StopList),
     stream: optional(z.boolean()),
-    /** Accepted for OpenAI clients; the last streamed chunk always carries the usage. */
+    /**
+     * `include_usage: true`: OpenAI's last chunk (empty `choices`, the usage). Otherwise the
+     * last chunk with a choice carries the usage, as it always has.
+     */
     stream_options: optional(z.object({ include_usage: z.boolean().optional() })),
+    /** Each generated token's logprob in `choices[].logprobs.content`. */
+    logprobs: optional(z.boolean()),
+    /** With `logprobs: true`: the most likely tokens at each step, 0-5. */
+    top_logprobs: optional(z.number().int().min(0).max(MAX_TOP_LOGPROBS)),
   })
   .superRefine((b, ctx) => {
     if (!b.messages === !b.prompt)
@@ -39,6 +47,8 @@ export const ChatCompletionBody = z
       });
     if (b.temperature !== undefined && b.temeperature !== undefined)
       ctx.addIssue({ code: "custom", path: ["temeperature"], message: "give either temperature or temeperature" });
+    if (b.top_logprobs !== undefined && !b.logprobs)
+      ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "needs logprobs: true" });
   });
 export type ChatCompletionInput = z.infer<typeof ChatCompletionBody>;
 
@@ -63,7 +73,8 @@ export const ChatCompletionResponse = z.strictObject({
         index: z.number().int().min(0),
         message: z.strictObject({ role: z.literal("assistant"), content: z.string() }),
         finish_reason: ChatFinishReason,
-        logprobs: z.null(),
+        /** Null unless `logprobs: true` was asked for. */
+        logprobs: ChatLogprobs.nullable(),
       }),
     )
     .min(1),
@@ -84,10 +95,11 @@ export const ChatCompletionChunk = z.strictObject({
       index: z.number().int().min(0),
       delta: z.strictObject({ role: z.literal("assistant").optional(), content: z.string().optional() }),
       finish_reason: ChatFinishReason.nullable(),
-      logprobs: z.null(),
+      /** With `logprobs: true`, the logprobs of the tokens whose text this chunk carries. */
+      logprobs: ChatLogprobs.nullable(),
     }),
   ),
-  /** Only on the last chunk. */
+  /** Only on the last chunk (with `stream_options.include_usage`, one with empty `choices`). */
   usage: ChatUsage.optional(),
 });
 export type ChatCompletionChunk = z.infer<typeof ChatCompletionChunk>;

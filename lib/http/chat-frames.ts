@@ -1,10 +1,13 @@
 // A streamed chat completion as server-sent events: `event: message` chunks in the OpenAI
-// chunk format, the usage on the last chunk, then `data: [DONE]`. A failure mid-stream is an
+// chunk format, the usage on the last chunk (with `stream_options.include_usage`, OpenAI's own
+// last chunk: empty `choices` and the usage), then `data: [DONE]`. With logprobs, a chunk carries
+// those of the tokens whose text it holds. A failure mid-stream is an
 // `event: error` (which the OpenAI clients raise as an APIError) and the stream ends there.
 import type { ChatCompletionChunk } from "../contracts/chat-completions";
 import type { GenerationStreamEvent } from "../contracts/generation";
 import type { chatCompletionMeta } from "../services/chat-completions";
 import { chatUsage } from "../services/chat-completions";
+import { chatLogprobs, pieces } from "../services/openai-completions";
 import { clientGone, midStreamError, publicReason } from "./deployment-frames";
 import { sseFrame } from "./sse";
 
@@ -14,6 +17,7 @@ export async function* chatStreamFrames(
   events: AsyncIterable<GenerationStreamEvent>,
   meta: ReturnType<typeof chatCompletionMeta>,
   requestId: string,
+  options: { logprobs?: number; includeUsage?: boolean } = {},
 ): AsyncIterable<string> {
   const chunk = (choices: Choice[], extra: Partial<ChatCompletionChunk> = {}) =>
     sseFrame({ ...meta, object: "chat.completion.chunk", choices, ...extra } satisfies ChatCompletionChunk, "message");
@@ -22,15 +26,21 @@ export async function* chatStreamFrames(
   // a client reading `choices[0]` on every chunk never meets an empty list.
   let heldFinish: Choice | undefined;
   try {
-    for await (const e of events) {
-      if (e.type === "delta" && e.text) {
+    for await (const e of pieces(events, options.logprobs !== undefined)) {
+      if (e.type === "text") {
         const first = !started.has(e.index);
         started.add(e.index);
         const delta = first ? { role: "assistant" as const, content: e.text } : { content: e.text };
-        yield chunk([{ index: e.index, delta, finish_reason: null, logprobs: null }]);
+        const logprobs = options.logprobs === undefined ? null : chatLogprobs(e.tokens ?? [], options.logprobs);
+        yield chunk([{ index: e.index, delta, finish_reason: null, logprobs }]);
       } else if (e.type === "finish") {
+        const finish = { index: e.index, delta: {}, finish_reason: publicReason(e.finish_reason), logprobs: null };
+        if (options.includeUsage) {
+          yield chunk([finish]);
+          continue;
+        }
         if (heldFinish) yield chunk([heldFinish]);
-        heldFinish = { index: e.index, delta: {}, finish_reason: publicReason(e.finish_reason), logprobs: null };
+        heldFinish = finish;
       } else if (e.type === "done") {
         yield chunk(heldFinish ? [heldFinish] : [], { usage: chatUsage(e.usage) });
       }

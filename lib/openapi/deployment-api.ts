@@ -6,6 +6,7 @@ import {
   DeploymentDto,
   DeploymentStreamQuery,
 } from "../contracts/deployments";
+import { CompletionsBody, CompletionsResponse, ModelList, ModelObject } from "../contracts/openai";
 import { UsageQuery, UsageResponse } from "../contracts/usage";
 import type { Operation } from "./operation";
 
@@ -30,6 +31,44 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       response: ChatCompletionResponse,
       responseTypes: { "text/event-stream": events },
       errors: [400, 404, 413, 503],
+    },
+  },
+  "/v1/completions": {
+    post: {
+      summary: "Text completion (OpenAI's legacy completions)",
+      description:
+        "OpenAI's request and response shapes on one of the team's deployments: `prompt`, `echo`, `n`, `logprobs`, " +
+        "`stream` with `stream_options.include_usage`, and the deployment endpoint's sampling parameters.",
+      tags: ["Completions"],
+      auth: "api",
+      body: CompletionsBody,
+      success: "The completion; with `stream: true`, data-only server-sent events ending with [DONE]",
+      response: CompletionsResponse,
+      responseTypes: { "text/event-stream": events },
+      errors: [400, 404, 413, 503],
+    },
+  },
+  "/v1/models": {
+    get: {
+      summary: "List models (OpenAI's shape)",
+      description: "The team's deployments as OpenAI model objects; `id` is the `team/name` the completion paths take.",
+      tags: ["Completions"],
+      auth: "api",
+      success: "The models",
+      response: ModelList,
+      errors: [],
+    },
+  },
+  "/v1/models/{model}": {
+    get: {
+      summary: "Get a model (OpenAI's shape)",
+      description: "`team/name` (its `/` as a path separator or %2F) or a bare deployment name of the team.",
+      tags: ["Completions"],
+      auth: "api",
+      path: z.object({ model: z.string().meta({ description: "The model's id" }) }),
+      success: "The model",
+      response: ModelObject,
+      errors: [404],
     },
   },
   "/v1/deployments/list": {

@@ -1,12 +1,13 @@
 // Hosted chat and prompt completion (POST /v1/chat/completions) on a team's deployment.
 import type { ChatCompletionInput, ChatCompletionResult } from "../contracts/chat-completions";
-import type { GenerationResult, GenerationUsage } from "../contracts/generation";
+import type { GenerationChoice, GenerationUsage } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
 import { ApiError, notFound } from "../errors";
 import { randomToken } from "../ids";
 import type { CompletionParams } from "./deployment-completions";
 import { getDeploymentByName } from "./deployments";
+import { chatLogprobs, engineLogprobs, type AlignedToken } from "./openai-completions";
 
 /**
  * `model` is `team-slug/deployment-name` or a bare name of the caller's team. Another team's
@@ -40,8 +41,12 @@ export function toCompletionParams(b: ChatCompletionInput): CompletionParams {
     n: b.n,
     seed: b.seed,
     stop: b.stop,
+    logprobs: engineLogprobs(chatTopLogprobs(b)),
   };
 }
+
+/** With `logprobs: true`, how many alternatives each token lists (`top_logprobs`, default 0). */
+export const chatTopLogprobs = (b: ChatCompletionInput) => (b.logprobs ? (b.top_logprobs ?? 0) : undefined);
 
 export const chatUsage = (u: GenerationUsage) => ({
   input_tokens: u.prompt_tokens,
@@ -56,9 +61,14 @@ export function chatCompletionMeta(model: string) {
   return { id: `chatcmpl-${randomToken(24)}`, created: Math.floor(Date.now() / 1000), model };
 }
 
+/** The response; with `topLogprobs` (logprobs asked for), each choice's tokens become its logprobs. */
 export function toChatCompletion(
-  r: GenerationResult,
+  r: {
+    choices: (Pick<GenerationChoice, "index" | "text" | "finish_reason"> & { tokens?: AlignedToken[] })[];
+    usage: GenerationUsage;
+  },
   meta: ReturnType<typeof chatCompletionMeta>,
+  topLogprobs?: number,
 ): ChatCompletionResult {
   return {
     ...meta,
@@ -67,7 +77,7 @@ export function toChatCompletion(
       index: c.index,
       message: { role: "assistant", content: c.text },
       finish_reason: c.finish_reason === "stop" ? "stop" : "length",
-      logprobs: null,
+      logprobs: topLogprobs === undefined ? null : chatLogprobs(c.tokens ?? [], topLogprobs),
     })),
     usage: chatUsage(r.usage),
     message: { content: r.choices[0]?.text ?? "" },

@@ -51,7 +51,14 @@ export function toGenerationRequest(
  * How a completion is made: the client's abort signal and request id, and what it counts
  * against (the key's quota, the metrics and usage; see completion-events.ts).
  */
-export type CompletionCall = CallOptions & { meter?: CompletionMeter };
+export type CompletionCall = CallOptions & {
+  meter?: CompletionMeter;
+  /**
+   * The stream is collected into one answer (a non-streamed OpenAI completion with logprobs):
+   * the client sees no first token, so none is timed, as for `generateOnDeployment`.
+   */
+  collected?: boolean;
+};
 
 type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId">;
 
@@ -93,19 +100,20 @@ export async function openStreamOnDeployment(
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
     throw err;
   }
-  return metered(events, startedAt, end);
+  return metered(events, call.collected ? undefined : startedAt, end);
 }
 
 /** The events as they come; when the stream ends (done, failed or abandoned), `end` learns how. */
 async function* metered(
   events: AsyncIterable<GenerationStreamEvent>,
-  startedAt: number,
+  startedAt: number | undefined,
   end: (outcome: CompletionOutcome) => void,
 ): AsyncIterable<GenerationStreamEvent> {
   const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
   try {
     for await (const e of events) {
-      if (e.type === "delta" && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
+      if (e.type === "delta" && startedAt !== undefined && outcome.ttftMs === undefined && e.text)
+        outcome.ttftMs = performance.now() - startedAt;
       if (e.type === "done") {
         outcome.status = "ok";
         outcome.promptTokens = e.usage.prompt_tokens;

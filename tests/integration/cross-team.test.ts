@@ -80,6 +80,7 @@ function body(pattern: string, ids: World): unknown {
   if (pattern === "/v1/pipelines/[id]") return { name: "renamed by team B", retentionDays: 1 };
   if (pattern.endsWith("/create-dataset")) return { name: "stolen" };
   if (pattern.endsWith("/chat/completions")) return { model: ids.model, messages: [{ role: "user", content: "hi" }] };
+  if (pattern === "/v1/completions") return { model: ids.model, prompt: "hi", max_tokens: 1 };
   if (pattern.startsWith("/deployments/")) return { prompt: "hi", max_tokens: 1 };
   if (pattern === "/api/ui/team") return { teamId: ids.teamId };
   if (pattern === "/api/ui/keys") return { kind: "model", deploymentId: ids.deploymentId };

@@ -6,11 +6,13 @@ import { teamLimits } from "@/lib/limits";
 import { sseResponse } from "@/lib/http/sse";
 import {
   chatCompletionMeta,
+  chatTopLogprobs,
   resolveChatModel,
   toChatCompletion,
   toCompletionParams,
 } from "@/lib/services/chat-completions";
 import { generateOnDeployment, openStreamOnDeployment } from "@/lib/services/deployment-completions";
+import { collectOnDeployment } from "@/lib/services/openai-completions";
 
 export const dynamic = "force-dynamic";
 
@@ -18,6 +20,7 @@ export const POST = apiRoute({ body: ChatCompletionBody }, async ({ req, request
   const { deployment, name } = await resolveChatModel(handle.db, principal.team, body.model);
   const params = toCompletionParams(body);
   const meta = chatCompletionMeta(name);
+  const logprobs = chatTopLogprobs(body);
   const meter = {
     quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
     teamSlug: principal.team.slug,
@@ -31,10 +34,16 @@ export const POST = apiRoute({ body: ChatCompletionBody }, async ({ req, request
       requestId,
       meter,
     });
-    return sseResponse(chatStreamFrames(events, meta, requestId), { onCancel: () => controller.abort() });
+    const options = { logprobs, includeUsage: body.stream_options?.include_usage ?? false };
+    return sseResponse(chatStreamFrames(events, meta, requestId, options), { onCancel: () => controller.abort() });
   }
+  const call = { signal: controller.signal, requestId, meter };
+  // Logprobs come with the text each token added, which only the generation's events carry.
   return toChatCompletion(
-    await generateOnDeployment(handle.db, deployment, params, { signal: controller.signal, requestId, meter }),
+    logprobs === undefined
+      ? await generateOnDeployment(handle.db, deployment, params, call)
+      : await collectOnDeployment(handle.db, deployment, params, call),
     meta,
+    logprobs,
   );
 });
