@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CaptureBody } from "./capture";
 import { StopList } from "./deployments";
 import { MAX_CONTEXT_TOKENS, MAX_N } from "./generation";
 import { ChatMessageSchema } from "./pipelines";
@@ -29,6 +30,8 @@ export const ChatCompletionBody = z
     stream: optional(z.boolean()),
     /** Accepted for OpenAI clients; the last streamed chunk always carries the usage. */
     stream_options: optional(z.object({ include_usage: z.boolean().optional() })),
+    /** Capture: store the finished choices as samples of this pipeline (docs/api.md "Capture"). */
+    pipeline: optional(CaptureBody),
   })
   .superRefine((b, ctx) => {
     if (!b.messages === !b.prompt)

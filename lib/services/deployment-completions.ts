@@ -10,6 +10,7 @@ import type {
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
 import type { CallOptions } from "../inference/client";
+import { captureCompletion, type CaptureRequest, type FinishedChoice } from "./capture";
 import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
 
@@ -48,10 +49,11 @@ export function toGenerationRequest(
 }
 
 /**
- * How a completion is made: the client's abort signal and request id, and what it counts
- * against (the key's quota, the metrics and usage; see completion-events.ts).
+ * How a completion is made: the client's abort signal and request id, what it counts against
+ * (the key's quota, the metrics and usage; see completion-events.ts), and where it is captured
+ * (capture.ts: one sample per finished choice, written once the completion has finished).
  */
-export type CompletionCall = CallOptions & { meter?: CompletionMeter };
+export type CompletionCall = CallOptions & { meter?: CompletionMeter; capture?: CaptureRequest };
 
 type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId">;
 
@@ -61,11 +63,17 @@ export async function generateOnDeployment(
   params: CompletionParams,
   call: CompletionCall = {},
 ): Promise<GenerationResult> {
+  const startedAt = performance.now();
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
   try {
     const result = await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
     end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
+    if (call.capture)
+      captureCompletion(db, call.capture, result.choices, result.usage, {
+        latencyMs: performance.now() - startedAt,
+        streamed: false,
+      });
     return result;
   } catch (err) {
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
@@ -93,20 +101,51 @@ export async function openStreamOnDeployment(
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
     throw err;
   }
-  return metered(events, startedAt, end);
+  const capture = call.capture;
+  return metered(events, startedAt, (outcome, choices) => {
+    end(outcome);
+    // Only a stream that finished is captured: an abandoned or failed one stores nothing.
+    if (capture && outcome.status === "ok")
+      captureCompletion(
+        db,
+        capture,
+        choices,
+        {
+          prompt_tokens: outcome.promptTokens,
+          completion_tokens: outcome.completionTokens,
+          total_tokens: outcome.promptTokens + outcome.completionTokens,
+        },
+        { latencyMs: performance.now() - startedAt, ttftMs: outcome.ttftMs, streamed: true },
+      );
+  });
 }
 
-/** The events as they come; when the stream ends (done, failed or abandoned), `end` learns how. */
+/**
+ * The events as they come; when the stream ends (done, failed or abandoned), `end` learns how,
+ * with each choice's text and finish as far as they came.
+ */
 async function* metered(
   events: AsyncIterable<GenerationStreamEvent>,
   startedAt: number,
-  end: (outcome: CompletionOutcome) => void,
+  end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): AsyncIterable<GenerationStreamEvent> {
   const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
+  const choices = new Map<number, FinishedChoice>();
+  const choice = (index: number) => {
+    let c = choices.get(index);
+    if (!c) choices.set(index, (c = { index, text: "", finish_reason: "cancelled", stop: null }));
+    return c;
+  };
   try {
     for await (const e of events) {
-      if (e.type === "delta" && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
-      if (e.type === "done") {
+      if (e.type === "delta") {
+        if (outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
+        choice(e.index).text += e.text;
+      } else if (e.type === "finish") {
+        const c = choice(e.index);
+        c.finish_reason = e.finish_reason;
+        c.stop = e.stop;
+      } else if (e.type === "done") {
         outcome.status = "ok";
         outcome.promptTokens = e.usage.prompt_tokens;
         outcome.completionTokens = e.usage.completion_tokens;
@@ -117,7 +156,10 @@ async function* metered(
     outcome.status = "error";
     throw err;
   } finally {
-    end(outcome);
+    end(
+      outcome,
+      [...choices.values()].sort((a, b) => a.index - b.index),
+    );
   }
 }
 

@@ -4,6 +4,7 @@ import { chatStreamFrames } from "@/lib/http/chat-frames";
 import { apiRoute } from "@/lib/http/api-route";
 import { teamLimits } from "@/lib/limits";
 import { sseResponse } from "@/lib/http/sse";
+import { requestedCapture, resolveCapture } from "@/lib/services/capture";
 import {
   chatCompletionMeta,
   resolveChatModel,
@@ -15,26 +16,39 @@ import { generateOnDeployment, openStreamOnDeployment } from "@/lib/services/dep
 export const dynamic = "force-dynamic";
 
 export const POST = apiRoute({ body: ChatCompletionBody }, async ({ req, requestId, handle, principal, body }) => {
-  const { deployment, name } = await resolveChatModel(handle.db, principal.team, body.model);
+  const requested = requestedCapture(body.pipeline, req.headers);
+  // The deployment and the capture's pipeline are looked up together; both before generating.
+  const [model, target] = await Promise.allSettled([
+    resolveChatModel(handle.db, principal.team, body.model),
+    requested ? resolveCapture(handle.db, principal.team.id, requested) : undefined,
+  ]);
+  if (model.status === "rejected") throw model.reason;
+  if (target.status === "rejected") throw target.reason;
+  const { deployment, name } = model.value;
   const params = toCompletionParams(body);
   const meta = chatCompletionMeta(name);
   const meter = {
     quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
     teamSlug: principal.team.slug,
   };
+  const capture = target.value && {
+    ...target.value,
+    messages: body.messages ?? [{ role: "user" as const, content: body.prompt! }],
+    facts: {
+      endpoint: "chat.completions" as const,
+      deployment: name,
+      deploymentId: deployment.id,
+      model: deployment.model,
+      requestId,
+    },
+  };
   // Aborted when the client disconnects, or when the response stream is cancelled.
   const controller = new AbortController();
   req.signal.addEventListener("abort", () => controller.abort(), { once: true });
+  const call = { signal: controller.signal, requestId, meter, capture };
   if (body.stream) {
-    const events = await openStreamOnDeployment(handle.db, deployment, params, {
-      signal: controller.signal,
-      requestId,
-      meter,
-    });
+    const events = await openStreamOnDeployment(handle.db, deployment, params, call);
     return sseResponse(chatStreamFrames(events, meta, requestId), { onCancel: () => controller.abort() });
   }
-  return toChatCompletion(
-    await generateOnDeployment(handle.db, deployment, params, { signal: controller.signal, requestId, meter }),
-    meta,
-  );
+  return toChatCompletion(await generateOnDeployment(handle.db, deployment, params, call), meta);
 });
