@@ -8,7 +8,7 @@ import type { SampleToStore } from "./samples";
 const row = (pipelineId = "pipe_a"): SampleToStore => ({
   teamId: "team_a",
   pipelineId,
-  sample: { messages: [{ role: "user", content: "hi" }] },
+  sample: { messages: [{ role: "user", content: "hi" }], userId: undefined, groupId: undefined, metadata: undefined },
 });
 const ok = (id: string): PromiseSettledResult<string> => ({ status: "fulfilled", value: id });
 const failed = (reason: unknown): PromiseSettledResult<string> => ({ status: "rejected", reason });
@@ -92,10 +92,11 @@ describe("the header form", () => {
   });
 
   it("refuses both forms at once", () => {
-    expect(() => requestedCapture({ id: "p" }, headers({ "X-Pipeline-Id": "p" }))).toThrow(
+    const body = { id: "p", userId: undefined, groupId: undefined, metadata: undefined };
+    expect(() => requestedCapture(body, headers({ "X-Pipeline-Id": "p" }))).toThrow(
       expect.objectContaining({ status: 400, param: "pipeline" }),
     );
-    expect(requestedCapture({ id: "p" }, headers({}))).toEqual({ capture: { id: "p" }, param: "pipeline.id" });
+    expect(requestedCapture(body, headers({}))).toEqual({ capture: body, param: "pipeline.id" });
   });
 });
 
