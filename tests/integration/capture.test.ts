@@ -479,7 +479,7 @@ describe("PATCH /v1/samples/:id (feedback)", () => {
   });
 
   it("404 for an unknown or another team's sample; 400 for bad labels, with add's limits", async () => {
-    const { team, pipelineId, api } = await setup();
+    const { pipelineId, api } = await setup();
     const added = await api.post(`/v1/pipelines/${pipelineId}/add`, {
       messages: [{ role: "user", content: "hi" }],
       metadata: Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`k${i}`, "v"])),
