@@ -4,11 +4,12 @@
 //   total_ratio          time to the stream's [DONE], captured / uncaptured            (goal ≤ 1.05)
 //   stored_per_finished  samples stored / captured completions finished, under 32 concurrent
 //                        streams                                                       (goal exactly 1)
-// Captured and uncaptured requests take turns one by one (the order flipping every pair), so a
+// Captured and uncaptured requests take turns one by one (the order rotating every round), so a
 // burst of load from elsewhere on this shared machine hits both alike; each ratio is the median
-// over the pairs of captured / uncaptured within the pair (a pair shares the machine's load of
-// its moment, which a ratio of the two sides' medians does not cancel: with the same code on
-// both sides, that one swung between 0.97 and 1.07 here). Both are printed. Requests go to
+// over the rounds of captured / uncaptured within the round (a round shares the machine's load
+// of its moment, which a ratio of the two sides' medians does not cancel: with the same code on
+// both sides, that one swung between 0.97 and 1.07 here). Both are printed, and beside them a
+// second uncaptured arm's ratio to the first: the noise floor of the figures. Requests go to
 // POST /v1/chat/completions with stream: true, captured by the `pipeline` body field.
 // The last line printed is one JSON object with the three keys.
 import type { ChildProcess } from "node:child_process";
@@ -85,30 +86,38 @@ export default async function bench(args: string[]) {
     // Warm-up: the worker's model, the app's caches (key, deployment, pipeline) and connections.
     for (let i = 0; i < 10; i++) await Promise.all([stream(i), stream(i, timed.id)]);
 
-    // Interleaved A/B, one request at a time (the order flips every pair).
-    const pairs = quick ? 40 : 400;
-    const on = { ttft: [] as number[], total: [] as number[] };
-    const off = { ttft: [] as number[], total: [] as number[] };
-    for (let i = 0; i < pairs; i++) {
-      const order = i % 2 === 0 ? [true, false] : [false, true];
-      for (const captured of order) {
-        const r = await stream(1000 + i, captured ? timed.id : undefined);
-        const side = captured ? on : off;
-        side.ttft.push(r.ttft);
-        side.total.push(r.total);
+    // Interleaved, one request at a time: captured (A), uncaptured (B) and uncaptured again (B'),
+    // the order rotating every round. B'/B is this machine's noise floor for the same figures.
+    const rounds = quick ? 40 : 400;
+    const arm = () => ({ ttft: [] as number[], total: [] as number[] });
+    const arms = { a: arm(), b: arm(), b2: arm() };
+    const orders = [
+      ["a", "b", "b2"],
+      ["b", "b2", "a"],
+      ["b2", "a", "b"],
+      ["a", "b2", "b"],
+      ["b", "a", "b2"],
+      ["b2", "b", "a"],
+    ] as const;
+    for (let i = 0; i < rounds; i++) {
+      for (const arm of orders[i % orders.length]!) {
+        const r = await stream(1000 + i, arm === "a" ? timed.id : undefined);
+        arms[arm].ttft.push(r.ttft);
+        arms[arm].total.push(r.total);
       }
     }
-    const paired = (a: number[], b: number[]) => median(a.map((x, i) => x / b[i]!));
-    const ttftRatio = paired(on.ttft, off.ttft);
-    const totalRatio = paired(on.total, off.total);
-    for (const [what, a, b, ratio] of [
-      ["time to first token", on.ttft, off.ttft, ttftRatio],
-      ["total time", on.total, off.total, totalRatio],
-    ] as const)
+    const paired = (x: number[], y: number[]) => median(x.map((v, i) => v / y[i]!));
+    const ttftRatio = paired(arms.a.ttft, arms.b.ttft);
+    const totalRatio = paired(arms.a.total, arms.b.total);
+    for (const what of ["ttft", "total"] as const) {
+      const [a, b, b2] = [arms.a[what], arms.b[what], arms.b2[what]];
       console.log(
-        `${what} (${pairs} pairs): captured ${median(a).toFixed(2)} ms, uncaptured ${median(b).toFixed(2)} ms ` +
-          `(ratio of medians ${(median(a) / median(b)).toFixed(3)}); median ratio within pairs ${ratio.toFixed(3)} (goal ≤ 1.05)`,
+        `${what === "ttft" ? "time to first token" : "total time"} (${rounds} rounds): captured ${median(a).toFixed(2)} ms, ` +
+          `uncaptured ${median(b).toFixed(2)} ms; captured ÷ uncaptured: median within rounds ` +
+          `${paired(a, b).toFixed(3)} (goal ≤ 1.05), ratio of medians ${(median(a) / median(b)).toFixed(3)}; ` +
+          `noise floor, uncaptured ÷ uncaptured: ${paired(b2, b).toFixed(3)}`,
       );
+    }
 
     // 32 concurrent captured streams, several waves; then every finished one must be stored once.
     const waves = quick ? 2 : 4;
