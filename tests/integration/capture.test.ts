@@ -409,6 +409,22 @@ describe("capture on the deployment endpoints", () => {
     expect(await generations(team, dep)).toBe(before);
   });
 
+  it("lets browsers send the capture headers (CORS preflight)", async () => {
+    const { dep } = await setup();
+    const pre = await fetch(dep.url, {
+      method: "OPTIONS",
+      headers: {
+        origin: "https://example.org",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type, x-pipeline-id, x-pipeline-metadata",
+      },
+    });
+    expect(pre.status).toBe(204);
+    const allowed = pre.headers.get("access-control-allow-headers")!.split(/,\s*/);
+    for (const h of ["x-pipeline-id", "x-pipeline-user-id", "x-pipeline-group-id", "x-pipeline-metadata"])
+      expect(allowed).toContain(h);
+  });
+
   it("POST stream abandoned by the client stores nothing", async () => {
     const { team, dep, pipelineId } = await setup();
     const controller = new AbortController();
