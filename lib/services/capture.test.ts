@@ -6,6 +6,7 @@ import { captureFromHeaders, capturedSamples, requestedCapture, storableText, st
 import type { SampleToStore } from "./samples";
 
 const row = (pipelineId = "pipe_a"): SampleToStore => ({
+  id: `sample_${Math.random().toString(36).slice(2)}`,
   teamId: "team_a",
   pipelineId,
   sample: { messages: [{ role: "user", content: "hi" }], userId: undefined, groupId: undefined, metadata: undefined },
@@ -46,6 +47,20 @@ describe("storeWithRetry", () => {
     // Never the content in the log.
     expect(JSON.stringify(log.mock.calls)).not.toContain("hi");
     log.mockRestore();
+  });
+
+  it("counts a retried row found already stored (its first write had committed) as stored, once", async () => {
+    const before = await failures("error");
+    const duplicate = Object.assign(new Error("duplicate key"), { code: "23505", constraint_name: "samples_pkey" });
+    const write = vi
+      .fn<(rows: SampleToStore[]) => Promise<PromiseSettledResult<string>[]>>()
+      .mockRejectedValueOnce(new Error("connection lost after commit"))
+      .mockResolvedValueOnce([failed(duplicate)]);
+    expect(await storeWithRetry([row()], write, { requestId: "r4", delaysMs: [1, 1] })).toBe(1);
+    expect(write).toHaveBeenCalledTimes(2);
+    // The same id both times: the database, not this process, says whether it was stored.
+    expect(write.mock.calls[1]![0]![0]!.id).toBe(write.mock.calls[0]![0]![0]!.id);
+    expect(await failures("error")).toBe(before);
   });
 
   it("does not retry a row whose pipeline has gone", async () => {

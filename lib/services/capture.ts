@@ -10,6 +10,7 @@ import type { DbOrTx } from "../db/client";
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
 import { ApiError, fromZodError, invalidRequest, notFound } from "../errors";
+import { newId } from "../ids";
 import { logger } from "../observe/log";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { storeSamples, type SampleToStore } from "./samples";
@@ -173,6 +174,7 @@ export function capturedSamples(
         ? c.text.slice(req.echoedPrefix.length)
         : c.text;
     return {
+      id: newId("sample"),
       teamId: req.teamId,
       pipelineId: req.pipelineId,
       sample: {
@@ -230,12 +232,20 @@ export async function settleCaptures(): Promise<void> {
   while (state.pending.size > 0) await Promise.allSettled([...state.pending]);
 }
 
+/** A unique violation on the samples' primary key: the row is there already. */
+const alreadyStored = (err: unknown) =>
+  typeof err === "object" &&
+  err !== null &&
+  (err as { code?: string }).code === "23505" &&
+  (err as { constraint_name?: string }).constraint_name === "samples_pkey";
+
 /** The delays before each retry of a failed write. */
 export const CAPTURE_RETRY_DELAYS_MS = [50, 250, 1000, 4000] as const;
 
 /**
  * Writes `rows`, retrying those that failed for a reason that may pass (a database error) after
- * each delay in turn. A row whose pipeline has gone meanwhile (404) is not retried. What is still
+ * each delay in turn. A retried row that is already there (its id taken: the earlier attempt had
+ * committed after all) counts as stored. A row whose pipeline has gone meanwhile (404) is not retried. What is still
  * not stored at the end is logged (ids, pipeline, request id and error: never the content) and
  * counted in lmp_capture_write_failures_total. Returns the number of rows stored.
  */
@@ -258,7 +268,7 @@ export async function storeWithRetry(
     const retry: SampleToStore[] = [];
     settled.forEach((r, i) => {
       const row = todo[i]!;
-      if (r.status === "fulfilled") stored++;
+      if (r.status === "fulfilled" || (attempt > 0 && alreadyStored(r.reason))) stored++;
       else if (r.reason instanceof ApiError && r.reason.status === 404)
         failed.push({ row, err: r.reason, reason: "pipeline_gone" });
       else if (attempt < delays.length) retry.push(row);

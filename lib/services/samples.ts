@@ -47,8 +47,13 @@ export async function addSamples(
   );
 }
 
-/** A sample for storeSamples: any pipeline, with a captured completion's generation facts. */
+/**
+ * A sample for storeSamples: any pipeline, with a captured completion's generation facts. The id
+ * is chosen once by the caller, so that a write retried after a failure that had in fact
+ * committed (a connection lost after the commit) cannot store the sample twice.
+ */
 export type SampleToStore = {
+  id: string;
   teamId: string;
   pipelineId: string;
   sample: AddSampleInput;
@@ -61,7 +66,7 @@ export type SampleToStore = {
  * new id, or why that sample was not stored (a 404 when its pipeline is gone).
  */
 export async function storeSamples(db: DbOrTx, items: SampleToStore[]): Promise<PromiseSettledResult<string>[]> {
-  const rows = items.map((i) => newSampleRow(newId("sample"), i.pipelineId, i.teamId, i.sample, i.generation));
+  const rows = items.map((i) => newSampleRow(i.id, i.pipelineId, i.teamId, i.sample, i.generation));
   const settled = await sampleInserter(rawSql(db)).many(rows);
   const stored = settled.filter((r) => r.status === "fulfilled").length;
   if (metricsEnabled() && stored > 0) appMetrics().samplesAdded.inc(stored);
