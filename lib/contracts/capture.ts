@@ -26,8 +26,9 @@ export const CAPTURE_HEADERS = {
 
 /**
  * What was generated, kept with a captured sample (and shown in the dashboard's preview). The
- * token counts are the whole completion's (all `n` choices); `latencyMs` runs from the request's
- * arrival at the generation to its end, `ttftMs` (streamed only) to the first token.
+ * token counts are the whole completion's (all `n` choices); `latencyMs` runs from the moment the
+ * generation is handed to a worker (after validation and the pipeline check) to its end, `ttftMs`
+ * (streamed only) from the same moment to the first token.
  */
 export const GenerationFactsSchema = z.object({
   endpoint: z.enum(["chat.completions", "deployment"]),
