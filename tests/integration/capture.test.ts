@@ -11,6 +11,7 @@ import { SampleSchema } from "@/lib/contracts/pipelines";
 import { teams } from "@/lib/db/schema";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias, parseSse, type TestDeployment } from "../helpers/deployments";
+import { expectDocumented } from "../helpers/openapi";
 
 const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
 
@@ -190,6 +191,7 @@ describe("capture on POST /v1/chat/completions", () => {
       const byBody = await chat(team, { model: dep.name, prompt: "Hi", pipeline: { id } });
       expect(byBody.status, byBody.text).toBe(404);
       expect(byBody.json.error).toMatchObject({ type: "not_found", param: "pipeline.id" });
+      await expectDocumented("POST", "/v1/chat/completions", byBody);
       const byHeader = await chat(team, { model: dep.name, prompt: "Hi", stream: true }, { "X-Pipeline-Id": id });
       expect(byHeader.status, byHeader.text).toBe(404);
       expect(byHeader.json.error).toMatchObject({ type: "not_found", param: "X-Pipeline-Id" });
@@ -470,6 +472,7 @@ describe("PATCH /v1/samples/:id (feedback)", () => {
     expect(res.status, res.text).toBe(200);
     expect(Object.keys(res.json).sort()).toEqual(SAMPLE_FIELDS);
     expect(res.json).toMatchObject({ id: target.id, metadata: { app: "x", mood: "happy", rating: "good" } });
+    await expectDocumented("PATCH", "/v1/samples/{id}", res);
 
     const rated = await listSamples(team, pipelineId, { metadata: { rating: "good" } });
     expect(rated.map((s) => s.id)).toEqual([target.id]);
@@ -506,6 +509,7 @@ describe("PATCH /v1/samples/:id (feedback)", () => {
     const foreign = await client(other.apiKey).call("PATCH", `/v1/samples/${id}`, { metadata: { a: "b" } });
     expect(foreign.status).toBe(404);
     expect(foreign.json.error).toMatchObject({ type: "not_found", param: "id" });
+    await expectDocumented("PATCH", "/v1/samples/{id}", foreign);
     expect((await api.call("PATCH", "/v1/samples/sample_nope", { metadata: { a: "b" } })).status).toBe(404);
 
     for (const [body, param] of [
@@ -517,6 +521,7 @@ describe("PATCH /v1/samples/:id (feedback)", () => {
       const res = await api.call("PATCH", `/v1/samples/${id}`, body);
       expect(res.status, res.text).toBe(400);
       expect(res.json.error.param).toBe(param);
+      await expectDocumented("PATCH", "/v1/samples/{id}", res);
     }
     // 60 keys + 5 new ones would be 65: over add's 64.
     const over = await api.call("PATCH", `/v1/samples/${id}`, {
