@@ -45,12 +45,17 @@ function jsonField(v: FormDataEntryValue | null): { value?: unknown; error?: str
  */
 export function Playground({
   deployments,
+  pipelines = [],
   initial,
 }: {
   deployments: { name: string; model: string }[];
+  /** "Save to pipeline": the team's pipelines a finished completion may be captured into. */
+  pipelines?: { id: string; name: string }[];
   initial?: string;
 }) {
   const [deployment, setDeployment] = useState(initial ?? deployments[0]?.name ?? "");
+  const [saveTo, setSaveTo] = useState("");
+  const [saved, setSaved] = useState<string | null>(null);
   const [text, setText] = useState("");
   const [tokens, setTokens] = useState<StreamedToken[]>([]);
   const [status, setStatus] = useState<"idle" | "streaming" | "done">("idle");
@@ -80,6 +85,7 @@ export function Playground({
       stop: list(d.get("stop")),
       bad_words: list(d.get("bad_words")),
       logit_bias: bias.value as PlaygroundParams["logit_bias"],
+      pipeline: saveTo ? { id: saveTo } : undefined,
     };
     const parsed = PlaygroundBody.safeParse(params);
     if (!parsed.success) return setErrors(fieldErrors(parsed.error));
@@ -88,6 +94,7 @@ export function Playground({
     setTokens([]);
     setFinish(null);
     setUsage(null);
+    setSaved(null);
     setStatus("streaming");
     const controller = new AbortController();
     abort.current = controller;
@@ -100,7 +107,10 @@ export function Playground({
         throw new Error(body?.error?.message ?? `The deployment answered ${res.status}.`);
       }
       for await (const data of readEventStream(res)) {
-        if (data === "[DONE]") break;
+        if (data === "[DONE]") {
+          if (saveTo) setSaved(pipelines.find((p) => p.id === saveTo)?.name ?? saveTo);
+          break;
+        }
         const frame = JSON.parse(data) as Frame;
         if ("error" in frame) throw new Error(frame.error.message);
         if ("usage" in frame) setUsage(frame.usage);
@@ -134,6 +144,21 @@ export function Playground({
             {deployments.map((d) => (
               <option key={d.name} value={d.name}>
                 {d.name}
+              </option>
+            ))}
+          </Select>
+        </Field>
+        <Field
+          id="pg-save-to"
+          label="Save to pipeline"
+          error={errors.pipeline}
+          hint="A finished completion is stored there as a sample (prompt and completion)."
+        >
+          <Select id="pg-save-to" value={saveTo} onChange={(e) => setSaveTo(e.target.value)}>
+            <option value="">Don’t save</option>
+            {pipelines.map((p) => (
+              <option key={p.id} value={p.id}>
+                {p.name}
               </option>
             ))}
           </Select>
@@ -240,6 +265,7 @@ export function Playground({
               {streaming ? <Spinner label="Generating" /> : null}
               {finish ? `finish: ${finish}` : ""}
               {usage ? ` · ${usage.completion_tokens} tokens` : ""}
+              {saved ? ` · saved to ${saved}` : ""}
             </span>
           </div>
           {tokens.length > 0 ? (

@@ -3,7 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import type { SampleMessage } from "@/lib/contracts/messages";
-import type { SampleDto } from "@/lib/contracts/pipelines";
+import type { GenerationFacts, PreviewSample } from "@/lib/contracts/capture";
 import { Button } from "../ui/button";
 import { cx } from "../ui/cx";
 import { ErrorBanner, Spinner } from "../ui/states";
@@ -27,7 +27,7 @@ async function fetchMessages(url: string, signal: AbortSignal): Promise<Message[
   return json as Message[];
 }
 
-export function SamplePanel({ sample, onClose }: { sample: SampleDto; onClose: () => void }) {
+export function SamplePanel({ sample, onClose }: { sample: PreviewSample; onClose: () => void }) {
   const [view, setView] = useState<"chat" | "json">("chat");
   const q = useQuery({
     queryKey: ["sample-content", sample.id],
@@ -108,6 +108,7 @@ export function SamplePanel({ sample, onClose }: { sample: SampleDto; onClose: (
             ))}
           </ol>
         )}
+        {sample.generation ? <GenerationFactsView facts={sample.generation} /> : null}
         {sample.metadata && Object.keys(sample.metadata).length > 0 ? (
           <dl className="mt-6 grid grid-cols-[auto_1fr] gap-x-4 gap-y-1 border-t border-zinc-200 pt-4 text-xs dark:border-zinc-800">
             {Object.entries(sample.metadata).map(([k, v]) => (
@@ -120,6 +121,40 @@ export function SamplePanel({ sample, onClose }: { sample: SampleDto; onClose: (
         ) : null}
       </div>
     </aside>
+  );
+}
+
+/** What generated a captured completion: deployment, model, finish, tokens and timing. */
+function GenerationFactsView({ facts }: { facts: GenerationFacts }) {
+  const rows: [string, string][] = [
+    ["deployment", facts.deployment],
+    ["model", facts.model],
+    ["endpoint", `${facts.endpoint}${facts.streamed ? " (streamed)" : ""}`],
+    ["choice", `${facts.index + 1} of ${facts.n}`],
+    [
+      "finish reason",
+      facts.stop !== null ? `${facts.finishReason} (${JSON.stringify(facts.stop)})` : facts.finishReason,
+    ],
+    ["tokens", `${facts.promptTokens} prompt · ${facts.completionTokens} completion`],
+    ["latency", `${facts.latencyMs} ms${facts.ttftMs !== undefined ? ` · first token ${facts.ttftMs} ms` : ""}`],
+    ["request id", facts.requestId],
+  ];
+  return (
+    <section
+      aria-label="Generation"
+      data-testid="sample-generation"
+      className="mt-6 border-t border-zinc-200 pt-4 text-xs dark:border-zinc-800"
+    >
+      <h3 className="mb-2 font-semibold uppercase tracking-wide text-zinc-400">Captured completion</h3>
+      <dl className="grid grid-cols-[auto_1fr] gap-x-4 gap-y-1">
+        {rows.map(([k, v]) => (
+          <div key={k} className="contents">
+            <dt className="text-zinc-500 dark:text-zinc-400">{k}</dt>
+            <dd className="font-mono break-all">{v}</dd>
+          </div>
+        ))}
+      </dl>
+    </section>
   );
 }
 

@@ -2,6 +2,7 @@
 
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
+import type { PreviewSample } from "@/lib/contracts/capture";
 import type { SampleDto } from "@/lib/contracts/pipelines";
 import { filterOf, hasFilter, PAGE_SIZES, pageKey } from "@/lib/ui/selection-params";
 import { uiFetch } from "../api-client";
@@ -17,7 +18,7 @@ import { SamplePanel } from "./sample-panel";
 import { SamplesTable } from "./samples-table";
 import { useSelectionUrl } from "./use-selection-url";
 
-type Page = { samples: SampleDto[] };
+type Page = { samples: PreviewSample[] };
 
 type Props = {
   pipelineId: string;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CaptureBody } from "./capture";
 import { StopList } from "./deployments";
 import { MAX_CONTEXT_TOKENS, MAX_N } from "./generation";
 import { ChatLogprobs, MAX_TOP_LOGPROBS } from "./openai";
@@ -37,6 +38,8 @@ export const ChatCompletionBody = z
     logprobs: optional(z.boolean()),
     /** With `logprobs: true`: the most likely tokens at each step, 0-5. */
     top_logprobs: optional(z.number().int().min(0).max(MAX_TOP_LOGPROBS)),
+    /** Capture: store the finished choices as samples of this pipeline (docs/api.md "Capture"). */
+    pipeline: optional(CaptureBody),
   })
   .superRefine((b, ctx) => {
     if (!b.messages === !b.prompt)

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { DtypeChoiceSchema } from "./models";
+import { CaptureBody } from "./capture";
 import { storable } from "./text";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
@@ -59,6 +60,8 @@ export const DeploymentCompletionBody = z
     tfs: optional(unit),
     logprobs: optional(z.number().int().min(1).max(5)),
     stream: optional(z.boolean()),
+    /** Capture: store the finished choices as samples of this pipeline (docs/api.md "Capture"). */
+    pipeline: optional(CaptureBody),
   })
   .superRefine(oneStopList);
 export type DeploymentCompletionInput = z.infer<typeof DeploymentCompletionBody>;

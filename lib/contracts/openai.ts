@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CaptureBody } from "./capture";
 import { StopList } from "./deployments";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
@@ -33,6 +34,8 @@ export const CompletionsBody = z
     stop: optional(StopList),
     seed: optional(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)),
     echo: optional(z.boolean()),
+    /** Capture: store the finished choices as samples of this pipeline (docs/api.md "Capture"). */
+    pipeline: optional(CaptureBody),
     /** The `logprobs` most likely tokens at each step (0: only the chosen token's). */
     logprobs: optional(z.number().int().min(0).max(MAX_TOP_LOGPROBS)),
     stream: optional(z.boolean()),

@@ -16,6 +16,8 @@ type AppMetrics = {
   promptTokens: Counter<"deployment">;
   ttft: Histogram<"deployment">;
   samplesAdded: Counter;
+  captureStored: Counter;
+  captureFailures: Counter<"reason">;
   datasetJobs: Gauge<"status">;
 };
 
@@ -70,6 +72,17 @@ export function appMetrics(): AppMetrics {
     samplesAdded: new Counter({
       name: "lmp_samples_added_total",
       help: "Samples stored in pipelines (add, and captured completions).",
+      registers: [registry],
+    }),
+    captureStored: new Counter({
+      name: "lmp_capture_samples_total",
+      help: "Samples stored from captured completions (also counted in lmp_samples_added_total).",
+      registers: [registry],
+    }),
+    captureFailures: new Counter({
+      name: "lmp_capture_write_failures_total",
+      help: "Captured samples that could not be stored after their retries, by reason (pipeline_gone, error).",
+      labelNames: ["reason"],
       registers: [registry],
     }),
     datasetJobs: new Gauge({

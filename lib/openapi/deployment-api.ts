@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { CaptureHeaders } from "../contracts/capture";
 import { ChatCompletionBody, ChatCompletionResponse } from "../contracts/chat-completions";
 import {
   DeploymentCompletionBody,
@@ -27,6 +28,7 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       tags: ["Completions"],
       auth: "api",
       body: ChatCompletionBody,
+      headers: CaptureHeaders,
       success: "The completion; with `stream: true`, server-sent events",
       response: ChatCompletionResponse,
       responseTypes: { "text/event-stream": events },
@@ -42,6 +44,7 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       tags: ["Completions"],
       auth: "api",
       body: CompletionsBody,
+      headers: CaptureHeaders,
       success: "The completion; with `stream: true`, data-only server-sent events ending with [DONE]",
       response: CompletionsResponse,
       responseTypes: { "text/event-stream": events },
@@ -113,6 +116,7 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       auth: "model",
       path: deploymentPath,
       body: DeploymentCompletionBody,
+      headers: CaptureHeaders,
       success: "The completions; with `stream: true`, data-only server-sent events ending with [DONE]",
       response: DeploymentCompletionResponse,
       responseTypes: { "text/event-stream": events },
@@ -125,6 +129,7 @@ export const deploymentApi: Record<string, Partial<Record<"get" | "post", Operat
       auth: "model",
       path: deploymentPath,
       query: DeploymentStreamQuery,
+      headers: CaptureHeaders,
       success: "`event: update` per piece of text, then `event: end`",
       responseTypes: { "text/event-stream": events },
       errors: [400, 403, 404, 503],

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AddBatchBody, AddBatchResponse } from "../contracts/batch";
+import { PatchSampleBody } from "../contracts/capture";
 import { CreateDatasetBody, DatasetSchema, DownloadQuery, DownloadResponse } from "../contracts/datasets";
 import { DeletedResponse, DeleteSamplesBody } from "../contracts/deletion";
 import { ImportSchema } from "../contracts/imports";
@@ -174,6 +175,19 @@ export const hostedApi: Record<string, Partial<Record<"get" | "post" | "patch" |
     },
   },
   "/v1/samples/{id}": {
+    patch: {
+      summary: "Merge labels into a sample's metadata",
+      description:
+        "Feedback on a sample (a captured completion, say): the keys given replace their values, the others " +
+        "stay; the result has the limits of `add`. Selections filter on the new labels at once.",
+      tags: ["Samples"],
+      auth: "api",
+      path: id("sample"),
+      body: PatchSampleBody,
+      success: "The sample",
+      response: SampleSchema,
+      errors: [400, 404, 413],
+    },
     delete: {
       summary: "Delete a sample",
       tags: ["Samples"],

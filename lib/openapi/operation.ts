@@ -20,6 +20,8 @@ export type Operation = {
   bodyType?: string;
   /** Accepts an Idempotency-Key header. */
   idempotent?: true;
+  /** Other request headers it reads (the capture's X-Pipeline-*). */
+  headers?: z.ZodObject;
   /** The success status (default 200), its description and JSON schema. */
   status?: number;
   success: string;
@@ -77,7 +79,14 @@ export function toOperationObject(op: Operation): ZodOpenApiOperationObject {
     requestParams: {
       ...(op.path ? { path: op.path } : {}),
       ...(op.query ? { query: op.query } : {}),
-      ...(op.idempotent ? { header: z.object({ "Idempotency-Key": IdempotencyKeyHeader.optional() }) } : {}),
+      ...(op.idempotent || op.headers
+        ? {
+            header: z.object({
+              ...(op.idempotent ? { "Idempotency-Key": IdempotencyKeyHeader.optional() } : {}),
+              ...(op.headers?.shape ?? {}),
+            }),
+          }
+        : {}),
     },
     ...(op.body
       ? { requestBody: { required: true, content: { [op.bodyType ?? "application/json"]: { schema: op.body } } } }

@@ -10,6 +10,7 @@ import type {
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
 import type { CallOptions } from "../inference/client";
+import { captureCompletion, type CaptureRequest, type FinishedChoice } from "./capture";
 import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
 
@@ -48,11 +49,13 @@ export function toGenerationRequest(
 }
 
 /**
- * How a completion is made: the client's abort signal and request id, and what it counts
- * against (the key's quota, the metrics and usage; see completion-events.ts).
+ * How a completion is made: the client's abort signal and request id, what it counts against
+ * (the key's quota, the metrics and usage; see completion-events.ts), and where it is captured
+ * (capture.ts: one sample per finished choice, written once the completion has finished).
  */
 export type CompletionCall = CallOptions & {
   meter?: CompletionMeter;
+  capture?: CaptureRequest;
   /**
    * The stream is collected into one answer (a non-streamed OpenAI completion with logprobs):
    * the client sees no first token, so none is timed, as for `generateOnDeployment`.
@@ -68,11 +71,17 @@ export async function generateOnDeployment(
   params: CompletionParams,
   call: CompletionCall = {},
 ): Promise<GenerationResult> {
+  const startedAt = performance.now();
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
   try {
     const result = await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
     end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
+    if (call.capture)
+      captureCompletion(db, call.capture, result.choices, result.usage, {
+        latencyMs: performance.now() - startedAt,
+        streamed: false,
+      });
     return result;
   } catch (err) {
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
@@ -100,21 +109,52 @@ export async function openStreamOnDeployment(
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
     throw err;
   }
-  return metered(events, call.collected ? undefined : startedAt, end);
+  const capture = call.capture;
+  return metered(events, startedAt, !call.collected, (outcome, choices) => {
+    end(outcome);
+    // Only a stream that finished is captured: an abandoned or failed one stores nothing.
+    if (capture && outcome.status === "ok")
+      captureCompletion(
+        db,
+        capture,
+        choices,
+        {
+          prompt_tokens: outcome.promptTokens,
+          completion_tokens: outcome.completionTokens,
+          total_tokens: outcome.promptTokens + outcome.completionTokens,
+        },
+        { latencyMs: performance.now() - startedAt, ttftMs: outcome.ttftMs, streamed: !call.collected },
+      );
+  });
 }
 
-/** The events as they come; when the stream ends (done, failed or abandoned), `end` learns how. */
+/**
+ * The events as they come; when the stream ends (done, failed or abandoned), `end` learns how,
+ * with each choice's text and finish as far as they came.
+ */
 async function* metered(
   events: AsyncIterable<GenerationStreamEvent>,
-  startedAt: number | undefined,
-  end: (outcome: CompletionOutcome) => void,
+  startedAt: number,
+  timeFirstToken: boolean,
+  end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): AsyncIterable<GenerationStreamEvent> {
   const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
+  const choices = new Map<number, FinishedChoice>();
+  const choice = (index: number) => {
+    let c = choices.get(index);
+    if (!c) choices.set(index, (c = { index, text: "", finish_reason: "cancelled", stop: null }));
+    return c;
+  };
   try {
     for await (const e of events) {
-      if (e.type === "delta" && startedAt !== undefined && outcome.ttftMs === undefined && e.text)
-        outcome.ttftMs = performance.now() - startedAt;
-      if (e.type === "done") {
+      if (e.type === "delta") {
+        if (timeFirstToken && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
+        choice(e.index).text += e.text;
+      } else if (e.type === "finish") {
+        const c = choice(e.index);
+        c.finish_reason = e.finish_reason;
+        c.stop = e.stop;
+      } else if (e.type === "done") {
         outcome.status = "ok";
         outcome.promptTokens = e.usage.prompt_tokens;
         outcome.completionTokens = e.usage.completion_tokens;
@@ -125,7 +165,10 @@ async function* metered(
     outcome.status = "error";
     throw err;
   } finally {
-    end(outcome);
+    end(
+      outcome,
+      [...choices.values()].sort((a, b) => a.index - b.index),
+    );
   }
 }
 

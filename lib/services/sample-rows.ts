@@ -1,11 +1,21 @@
 import type postgres from "postgres";
+import type { GenerationFacts } from "../contracts/capture";
 import type { AddSampleInput } from "../contracts/pipelines";
 
 /** A sample to insert: its id, its pipeline, and its row as JSON (rows travel as one JSON array). */
 export type NewSample = { id: string; pipelineId: string; json: string };
 
-/** The row of one add body, as the insert below reads it. `{}` metadata is stored as null. */
-export function newSampleRow(id: string, pipelineId: string, teamId: string, sample: AddSampleInput): NewSample {
+/**
+ * The row of one add body, as the insert below reads it. `{}` metadata is stored as null.
+ * `generation`: a captured completion's facts (lib/services/capture.ts).
+ */
+export function newSampleRow(
+  id: string,
+  pipelineId: string,
+  teamId: string,
+  sample: AddSampleInput,
+  generation?: GenerationFacts,
+): NewSample {
   const { messages, userId, groupId, metadata } = sample;
   const json = JSON.stringify({
     id,
@@ -16,6 +26,7 @@ export function newSampleRow(id: string, pipelineId: string, teamId: string, sam
     user_id: userId ?? null,
     group_id: groupId ?? null,
     metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
+    generation: generation ?? null,
   });
   return { id, pipelineId, json };
 }
@@ -41,14 +52,14 @@ export async function insertSampleRows(
     with r as (
       select * from rows from (jsonb_to_recordset(${payload}::jsonb) as (
         id text, pipeline_id text, team_id text, messages jsonb, length int,
-        user_id text, group_id text, metadata jsonb)
-      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, ord)
+        user_id text, group_id text, metadata jsonb, generation jsonb)
+      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
     ), p as (
       select id, team_id from pipelines where id in (select pipeline_id from r) and deleted_at is null
       for key share
     ), s as (
-      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata)
-      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation)
+      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata, r.generation
       from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
       order by r.ord
       ${conflict}

@@ -1,17 +1,18 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
 import { pipelines, samples } from "../db/schema";
-import { invalidRequest } from "../errors";
+import { invalidRequest, notFound } from "../errors";
 import type postgres from "postgres";
 import { createBatcher, perClient } from "../db/batch";
 import { rawSql } from "../db/raw";
-import type { AddSampleInput, SampleDto, Selection } from "../contracts/pipelines";
+import type { GenerationFacts } from "../contracts/capture";
+import { LIMITS, type AddSampleInput, type SampleDto, type Selection } from "../contracts/pipelines";
 import { newId } from "../ids";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
 import { insertSampleRows, newSampleRow, type NewSample } from "./sample-rows";
-import { filteredCount, listedCount, selectionRows, whereOf } from "./selection-query";
+import { filteredCount, listedCount, selectionRows, textArray, whereOf } from "./selection-query";
 
 /**
  * Adds a sample and its metadata labels. Concurrent adds on one connection pool go out together
@@ -46,6 +47,32 @@ export async function addSamples(
   );
 }
 
+/**
+ * A sample for storeSamples: any pipeline, with a captured completion's generation facts. The id
+ * is chosen once by the caller, so that a write retried after a failure that had in fact
+ * committed (a connection lost after the commit) cannot store the sample twice.
+ */
+export type SampleToStore = {
+  id: string;
+  teamId: string;
+  pipelineId: string;
+  sample: AddSampleInput;
+  generation?: GenerationFacts;
+};
+
+/**
+ * Stores samples (captured completions) on the add batcher, like `add`: together with the adds of
+ * the moment, each checked on its own against its pipeline and team. One result per input: the
+ * new id, or why that sample was not stored (a 404 when its pipeline is gone).
+ */
+export async function storeSamples(db: DbOrTx, items: SampleToStore[]): Promise<PromiseSettledResult<string>[]> {
+  const rows = items.map((i) => newSampleRow(i.id, i.pipelineId, i.teamId, i.sample, i.generation));
+  const settled = await sampleInserter(rawSql(db)).many(rows);
+  const stored = settled.filter((r) => r.status === "fulfilled").length;
+  if (metricsEnabled() && stored > 0) appMetrics().samplesAdded.inc(stored);
+  return settled;
+}
+
 /** The add batcher of a connection pool (see insertSampleRows for the statement). */
 const sampleInserter = perClient((sql: postgres.Sql) =>
   createBatcher<NewSample, string>(
@@ -70,6 +97,7 @@ type SampleRow = {
   user_id: string | null;
   group_id: string | null;
   metadata: Record<string, string> | null;
+  generation?: GenerationFacts | null;
 };
 
 export function sampleContentPath(sampleId: string): string {
@@ -97,8 +125,15 @@ export function toSampleDto(row: SampleRow, now = Date.now()): SampleDto {
  */
 export async function* streamSelection(
   db: DbOrTx,
-  input: { pipelineId: string; selection: Selection; batch?: number; cursor?: CursorKey },
-): AsyncGenerator<SampleDto> {
+  input: {
+    pipelineId: string;
+    selection: Selection;
+    batch?: number;
+    cursor?: CursorKey;
+    /** The dashboard's preview: each sample with its generation facts (null unless captured). */
+    withGeneration?: boolean;
+  },
+): AsyncGenerator<SampleDto & { generation?: GenerationFacts | null }> {
   // A sampled selection picks its rows again for each batch: fewer, larger batches.
   const batch = input.batch ?? (input.selection.sample ? 10_000 : 500);
   const src = selectionRows(input.pipelineId, input.selection, { withSamples: true });
@@ -115,14 +150,17 @@ export async function* streamSelection(
     const condition = where.length > 0 ? sql`where ${sql.join(where, sql` and `)}` : sql``;
     const rows = await db.execute<SampleRow>(sql`
       select s.id, s.length, s.pipeline_id, s.team_id, s.created_at, s.created_at::text as created_at_text,
-             s.user_id, s.group_id, s.metadata
+             s.user_id, s.group_id, s.metadata${input.withGeneration ? sql`, s.generation` : sql``}
       from ${src.from}
       ${condition}
       order by ${src.ts}, ${src.id}
       limit ${size} offset ${offset}`);
     offset = 0;
     const now = Date.now();
-    for (const row of rows) yield toSampleDto(row, now);
+    for (const row of rows)
+      yield input.withGeneration
+        ? { ...toSampleDto(row, now), generation: row.generation ?? null }
+        : toSampleDto(row, now);
     if (rows.length < size) return;
     const last = rows[rows.length - 1]!;
     after = { createdAt: last.created_at_text, id: last.id };
@@ -170,4 +208,50 @@ export async function getSampleMessages(db: DbOrTx, sampleId: string) {
     .innerJoin(pipelines, and(eq(pipelines.id, samples.pipelineId), isNull(pipelines.deletedAt)))
     .where(eq(samples.id, sampleId));
   return row?.messages;
+}
+
+/**
+ * PATCH /v1/samples/:id: merges `metadata` into the sample's labels (a key given replaces its
+ * value, the others stay), with the limits of `add` on the result (at most LIMITS.metadataKeys
+ * keys). The labels table follows in the same transaction, so selections filter on the new
+ * labels at once. Another team's sample, an unknown or deleted one (or one of a deleted
+ * pipeline) is a 404 naming `id`. Returns the sample as listed.
+ */
+export async function mergeSampleMetadata(
+  db: DbOrTx,
+  input: { teamId: string; id: string; metadata: Record<string, string> },
+): Promise<SampleDto> {
+  return db.transaction(async (tx) => {
+    const [current] = await tx.execute<{ metadata: Record<string, string> | null }>(sql`
+      select s.metadata from samples s
+      join pipelines p on p.id = s.pipeline_id and p.deleted_at is null
+      where s.id = ${input.id} and s.team_id = ${input.teamId}
+      for update of s`);
+    if (!current) throw notFound(`No sample with id '${input.id}'.`, "id");
+    const merged = { ...(current.metadata ?? {}), ...input.metadata };
+    if (Object.keys(merged).length > LIMITS.metadataKeys)
+      throw invalidRequest(
+        `Invalid 'metadata': the sample would have ${Object.keys(merged).length} keys, at most ${LIMITS.metadataKeys} are allowed.`,
+        "metadata",
+      );
+    const keys = Object.keys(input.metadata);
+    const patch = JSON.stringify(input.metadata);
+    const mergedJson = Object.keys(merged).length > 0 ? JSON.stringify(merged) : null;
+    // The given keys' labels go (by the key-order index: pipeline, key, created_at, sample) and
+    // come back with their new values; then the row. Separate statements: within one, the insert
+    // could meet the very labels the delete removes.
+    const s = sql`(select id, pipeline_id, created_at from samples where id = ${input.id})`;
+    await tx.execute(sql`
+      delete from sample_labels l using ${s} s
+      where l.pipeline_id = s.pipeline_id and l.key = any(${textArray(keys)})
+        and l.created_at = s.created_at and l.sample_id = s.id`);
+    await tx.execute(sql`
+      insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
+      select s.pipeline_id, kv.key, kv.value, s.created_at, s.id from ${s} s, jsonb_each_text(${patch}::jsonb) kv`);
+    const [row] = await tx.execute<SampleRow>(sql`
+      update samples set metadata = ${mergedJson}::jsonb where id = ${input.id}
+      returning id, length, pipeline_id, team_id, created_at, created_at::text as created_at_text,
+                user_id, group_id, metadata`);
+    return toSampleDto(row!);
+  });
 }

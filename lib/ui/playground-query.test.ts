@@ -44,4 +44,13 @@ describe("playground query", () => {
       expect([...issue.path, ...("keys" in issue ? issue.keys : [])].join("."), search).toContain(param);
     }
   });
+
+  it("carries the save-to-pipeline choice as a pipeline id", () => {
+    const search = toPlaygroundSearch({ prompt: "hi", pipeline: { id: "pipe_abc" } });
+    expect(new URLSearchParams(search).get("pipeline")).toBe("pipe_abc");
+    const parsed = parsePlaygroundSearch(new URLSearchParams(search));
+    expect(parsed.success).toBe(true);
+    expect(parsed.data!.pipeline).toMatchObject({ id: "pipe_abc" });
+    expect(parsePlaygroundSearch(new URLSearchParams("prompt=hi&pipeline=")).success).toBe(false);
+  });
 });

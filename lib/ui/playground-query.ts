@@ -5,6 +5,7 @@ import { DeploymentCompletionBody } from "../contracts/deployments";
  * sampling parameter of the deployment endpoint but `n` and `echo` (the playground shows one
  * completion), including those the public GET stream leaves out (`logprobs`, `tfs`, `bad_words`,
  * `logit_bias`). Numbers are numbers, lists and maps JSON; validated by the endpoint's own schema.
+ * `pipeline` (a pipeline id): "save to pipeline", the completion is captured there once finished.
  */
 export const PLAYGROUND_NUMBERS = [
   "max_tokens",
@@ -33,12 +34,15 @@ export type PlaygroundParams = {
   stop?: string[];
   bad_words?: string[];
   logit_bias?: Record<string, number>;
+  /** Capture into this pipeline (its id). */
+  pipeline?: { id: string };
 };
 
 export function toPlaygroundSearch(p: PlaygroundParams): string {
   const q = new URLSearchParams({ prompt: p.prompt });
   for (const k of PLAYGROUND_NUMBERS) if (p[k] !== undefined) q.set(k, String(p[k]));
   for (const k of PLAYGROUND_JSON) if (p[k] !== undefined) q.set(k, JSON.stringify(p[k]));
+  if (p.pipeline) q.set("pipeline", p.pipeline.id);
   return q.toString();
 }
 
@@ -53,7 +57,8 @@ export function parsePlaygroundSearch(search: URLSearchParams) {
       } catch {
         raw[k] = v;
       }
-    } else raw[k] = v;
+    } else if (k === "pipeline") raw.pipeline = { id: v };
+    else raw[k] = v;
   }
   return PlaygroundBody.safeParse(raw);
 }

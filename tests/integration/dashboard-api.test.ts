@@ -220,4 +220,39 @@ describe("playground stream", () => {
     const tail = await stream({ temperature: 1, tfs: 0, seed: 5 });
     expect(tail.text).toBe(free.text);
   });
+
+  it("saves to a pipeline: the dashboard's sample page carries the generation facts; a foreign pipeline is 404", async () => {
+    const { cookie, team } = await newUser();
+    const dep = await makeDeployment(team);
+    const pipeline = (await as(cookie).post("/api/ui/pipelines", { name: "saved" })).json.id as string;
+    const foreign = await createPipeline(db().db, { teamId: (await makeTeam()).id, name: "theirs" });
+    const refused = await as(cookie).get(
+      `/api/ui/deployments/${dep.name}/stream?${toPlaygroundSearch({ prompt: "Hi", pipeline: { id: foreign.id } })}`,
+    );
+    expect(refused.status).toBe(404);
+    expect(refused.json.error).toMatchObject({ type: "not_found", param: "pipeline" });
+
+    const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 6, seed: 1, pipeline: { id: pipeline } });
+    const res = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    expect(res.status, res.text).toBe(200);
+    const text = parseSse(res.text)
+      .map((e) => e.data)
+      .filter((d) => d !== "[DONE]")
+      .map((d) => (JSON.parse(d) as { completion?: string }).completion ?? "")
+      .join("");
+    const page = async () => (await as(cookie).post(`/api/ui/pipelines/${pipeline}/samples`, { limit: 10 })).json;
+    await expect.poll(async () => (await page()).samples.length, { timeout: 10_000 }).toBe(1);
+    const [sample] = (await page()).samples;
+    expect(sample.generation).toMatchObject({
+      endpoint: "deployment",
+      deployment: `${team.slug}/${dep.name}`,
+      streamed: true,
+      n: 1,
+    });
+    const messages = await (await fetch(sample.url)).json();
+    expect(messages).toEqual([
+      { role: "user", content: "The dog" },
+      { role: "assistant", content: text },
+    ]);
+  });
 });

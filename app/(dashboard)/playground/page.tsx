@@ -5,6 +5,7 @@ import { PageHeader } from "@/components/ui/page-header";
 import { requireTeamContext } from "@/lib/auth/session";
 import { getDb } from "@/lib/db/client";
 import { listDeployments } from "@/lib/services/deployments";
+import { listPipelines } from "@/lib/services/pipelines";
 
 export const metadata: Metadata = { title: "Playground · LM Platform" };
 
@@ -13,7 +14,12 @@ export default async function PlaygroundPage({ searchParams }: { searchParams: P
   const { team } = await requireTeamContext(
     `/playground${deployment ? `?deployment=${encodeURIComponent(deployment)}` : ""}`,
   );
-  const deployments = (await listDeployments(getDb().db, team.id)).map((d) => ({ name: d.name, model: d.model }));
+  const [deploymentRows, pipelineRows] = await Promise.all([
+    listDeployments(getDb().db, team.id),
+    listPipelines(getDb().db, team.id),
+  ]);
+  const deployments = deploymentRows.map((d) => ({ name: d.name, model: d.model }));
+  const pipelines = pipelineRows.map((p) => ({ id: p.id, name: p.name }));
   return (
     <>
       <PageHeader
@@ -27,6 +33,7 @@ export default async function PlaygroundPage({ searchParams }: { searchParams: P
       ) : (
         <Playground
           deployments={deployments}
+          pipelines={pipelines}
           initial={deployments.some((d) => d.name === deployment) ? deployment : undefined}
         />
       )}

@@ -5,10 +5,12 @@ import { apiRoute } from "@/lib/http/api-route";
 import { textCompletionStreamFrames } from "@/lib/http/openai-frames";
 import { sseResponse } from "@/lib/http/sse";
 import { teamLimits } from "@/lib/limits";
+import { deploymentCapture, requestedCapture } from "@/lib/services/capture";
 import { resolveChatModel } from "@/lib/services/chat-completions";
 import { openStreamOnDeployment } from "@/lib/services/deployment-completions";
 import {
   collectOnDeployment,
+  promptText,
   textCompletionMeta,
   toTextCompletion,
   toTextCompletionParams,
@@ -17,8 +19,19 @@ import {
 export const dynamic = "force-dynamic";
 
 export const POST = apiRoute({ body: CompletionsBody }, async ({ req, requestId, handle, principal, body }) => {
+  const requested = requestedCapture(body.pipeline, req.headers);
   const { deployment, name } = await resolveChatModel(handle.db, principal.team, body.model);
   const params = toTextCompletionParams(body);
+  // Checked before anything is generated: an unknown or foreign pipeline is a 404.
+  const capture = await deploymentCapture(handle.db, {
+    requested,
+    team: principal.team,
+    deployment,
+    prompt: promptText(body.prompt),
+    echo: params.echo,
+    requestId,
+    endpoint: "completions",
+  });
   const meta = textCompletionMeta(name);
   const meter = {
     quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
@@ -27,7 +40,7 @@ export const POST = apiRoute({ body: CompletionsBody }, async ({ req, requestId,
   // Aborted when the client disconnects, or when the response stream is cancelled.
   const controller = new AbortController();
   req.signal.addEventListener("abort", () => controller.abort(), { once: true });
-  const call = { signal: controller.signal, requestId, meter };
+  const call = { signal: controller.signal, requestId, meter, capture };
   if (body.stream) {
     const events = await openStreamOnDeployment(handle.db, deployment, params, call);
     const options = { logprobs: body.logprobs, includeUsage: body.stream_options?.include_usage ?? false };

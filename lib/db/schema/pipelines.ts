@@ -3,6 +3,7 @@ import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, type AnyPg
 import { teams } from "./teams";
 
 import type { SampleMessage } from "../../contracts/messages";
+import type { GenerationFacts } from "../../contracts/capture";
 
 /** A stored message: the chat shapes of lib/contracts/messages.ts (tool calls included). */
 export type ChatMessage = SampleMessage;
@@ -56,6 +57,11 @@ export const samples = pgTable(
     userId: text("user_id"),
     groupId: text("group_id"),
     metadata: jsonb("metadata").$type<Record<string, string>>(),
+    /**
+     * A captured completion's generation facts (deployment, model, finish reason, tokens,
+     * latency); null for samples added otherwise. Never part of the API's sample fields.
+     */
+    generation: jsonb("generation").$type<GenerationFacts>(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" })
       .notNull()
       .default(sql`clock_timestamp()`),

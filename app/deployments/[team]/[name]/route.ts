@@ -7,6 +7,7 @@ import { parseStreamQuery } from "@/lib/http/deployment-query";
 import { deploymentRoute } from "@/lib/http/deployment-route";
 import { jsonResponse } from "@/lib/http/respond";
 import { sseResponse } from "@/lib/http/sse";
+import { deploymentCapture, requestedCapture } from "@/lib/services/capture";
 import {
   generateOnDeployment,
   openStreamOnDeployment,
@@ -17,22 +18,41 @@ export const dynamic = "force-dynamic";
 
 export const POST = deploymentRoute(
   { body: DeploymentCompletionBody },
-  async ({ body, requestId, handle, deployment, signal, abort, meter }) => {
-    const { stream, ...params } = body;
+  async ({ req, body, requestId, handle, team, deployment, signal, abort, meter }) => {
+    const { stream, pipeline, ...params } = body;
+    // Checked before anything is generated: an unknown or foreign pipeline is a 404.
+    const capture = await deploymentCapture(handle.db, {
+      requested: requestedCapture(pipeline, req.headers),
+      team,
+      deployment,
+      prompt: params.prompt,
+      echo: params.echo,
+      requestId,
+    });
     if (stream) {
-      const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
+      const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter, capture });
       return sseResponse(completionStreamFrames(events, requestId), { onCancel: abort });
     }
-    const result = await generateOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
+    const result = await generateOnDeployment(handle.db, deployment, params, { signal, requestId, meter, capture });
     return jsonResponse(toCompletionResult(result, params.logprobs !== undefined));
   },
 );
 
-export const GET = deploymentRoute({}, async ({ url, requestId, handle, deployment, signal, abort, meter }) => {
-  const params = parseStreamQuery(url.searchParams);
-  const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter });
-  return sseResponse(updateStreamFrames(events, requestId), { onCancel: abort });
-});
+export const GET = deploymentRoute(
+  {},
+  async ({ req, url, requestId, handle, team, deployment, signal, abort, meter }) => {
+    const params = parseStreamQuery(url.searchParams);
+    const capture = await deploymentCapture(handle.db, {
+      requested: requestedCapture(undefined, req.headers),
+      team,
+      deployment,
+      prompt: params.prompt,
+      requestId,
+    });
+    const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter, capture });
+    return sseResponse(updateStreamFrames(events, requestId), { onCancel: abort });
+  },
+);
 
 export function OPTIONS(): Response {
   return preflightResponse();

@@ -5,11 +5,17 @@ import { streamSelection } from "@/lib/services/samples";
 
 export const dynamic = "force-dynamic";
 
-// One page of the selection table (the hosted API's filters, with a bounded page size).
+// One page of the selection table (the hosted API's filters, with a bounded page size); each
+// sample also carries its generation facts (captured completions), which the preview shows.
 export const POST = sessionRoute({ body: UiSamplesPageBody }, async ({ handle, session, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: session.team.id, id: params.id! });
   const samples = [];
-  for await (const s of streamSelection(handle.db, { pipelineId: pipeline.id, selection: body, batch: body.limit })) {
+  for await (const s of streamSelection(handle.db, {
+    pipelineId: pipeline.id,
+    selection: body,
+    batch: body.limit,
+    withGeneration: true,
+  })) {
     samples.push(s);
   }
   return { samples };
