@@ -68,6 +68,8 @@ export default async function PipelinePage({ params, searchParams }: Props) {
 async function list(db: Db, pipelineId: string, body: SelectionFilter & { limit: number; offset?: number }) {
   const selection = SelectionBody.parse(body);
   const samples = [];
-  for await (const s of streamSelection(db, { pipelineId, selection, batch: body.limit })) samples.push(s);
+  // The first page as the UI route gives it: with the captured completions' generation facts.
+  for await (const s of streamSelection(db, { pipelineId, selection, batch: body.limit, withGeneration: true }))
+    samples.push(s);
   return samples;
 }
