@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { ApiError, notFound } from "../errors";
 import { logger } from "../observe/log";
@@ -146,5 +148,25 @@ describe("capturedSamples", () => {
     expect(rows[0]!.generation).toMatchObject({ index: 0, n: 3, finishReason: "stop", stop: "!", latencyMs: 12.3 });
     expect(rows[1]!.generation).toMatchObject({ index: 1, finishReason: "length", completionTokens: 5 });
     expect(storableText("a\ud83d\ude00b")).toBe("a\ud83d\ude00b"); // a whole pair is kept
+  });
+});
+
+describe("a stop with a capture's write under way", () => {
+  it("says on the log how many samples were not stored", () => {
+    const script = path.join(import.meta.dirname, "testing/capture-exit.ts");
+    const child = spawnSync(process.execPath, ["--import", "tsx", script], {
+      encoding: "utf8",
+      env: { ...process.env, LOG_FORMAT: "json", LOG_LEVEL: "info" },
+      timeout: 30_000,
+    });
+    expect(child.status, child.stderr).toBe(0);
+    const lines = (child.stdout + child.stderr)
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.find((l) => String(l.msg).startsWith("captured samples not stored"))).toMatchObject({
+      samples: 2,
+      completions: 1,
+    });
   });
 });

@@ -201,9 +201,25 @@ export function capturedSamples(
   });
 }
 
-type Holder = { pending: Set<Promise<void>> };
+type Holder = { pending: Set<Promise<void>>; pendingRows: number; exitHook?: boolean };
 const holder = globalThis as unknown as { __lmpCapture?: Holder };
-const state: Holder = (holder.__lmpCapture ??= { pending: new Set() });
+const state: Holder = (holder.__lmpCapture ??= { pending: new Set(), pendingRows: 0 });
+
+/**
+ * The process may stop with writes still under way (the shutdown does not wait for them): those
+ * samples are lost, so the exit says how many, on the log, rather than nothing.
+ */
+function watchExit() {
+  if (state.exitHook) return;
+  state.exitHook = true;
+  process.once("exit", () => {
+    if (state.pendingRows > 0)
+      logger().error(
+        { samples: state.pendingRows, completions: state.pending.size },
+        "captured samples not stored: the process stopped before their write",
+      );
+  });
+}
 
 /**
  * Stores a finished completion's samples, off the request path: the write starts after the
@@ -218,6 +234,8 @@ export function captureCompletion(
 ): void {
   const rows = capturedSamples(req, choices, usage, timing);
   if (rows.length === 0) return;
+  watchExit();
+  state.pendingRows += rows.length;
   const done: Promise<void> = new Promise<void>((resolve) => setImmediate(resolve))
     .then(() => storeWithRetry(rows, (r) => storeSamples(db, r), { requestId: req.facts.requestId }))
     .then(
@@ -225,7 +243,10 @@ export function captureCompletion(
       // storeWithRetry logs and counts its failures; this only guards against its own bugs.
       (err: unknown) => logger().error({ err, reqId: req.facts.requestId }, "capture failed"),
     )
-    .finally(() => state.pending.delete(done));
+    .finally(() => {
+      state.pending.delete(done);
+      state.pendingRows -= rows.length;
+    });
   state.pending.add(done);
 }
 
