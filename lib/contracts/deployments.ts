@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DtypeChoiceSchema } from "./models";
 import { storable } from "./text";
+import { UpstreamDto } from "./upstream";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
 /**
@@ -153,5 +154,7 @@ export const DeploymentDto = z.strictObject({
   url: z.string().url(),
   createdAt: z.string(),
   status: DeploymentStateSchema,
+  /** Upstream deployments only: the servers that answer (never their key). */
+  upstream: UpstreamDto.optional(),
 });
 export type DeploymentDto = z.infer<typeof DeploymentDto>;
