@@ -144,7 +144,7 @@ const commands: Record<string, Command> = {
       }
       if (f["upstream-model"] || f["upstream-kind"] || f["upstream-key-env"])
         throw new UsageError("--upstream-model, --upstream-kind and --upstream-key-env need --upstream");
-      if (!f.model) throw new UsageError("give --model (a local deployment) or --upstream (an upstream one)");
+      if (!f.model) throw new UsageError("--model is required (or --upstream for an upstream deployment)");
       const model = modelReference(f.model);
       const dtype = f.dtype ?? "auto";
       if (!(DTYPE_CHOICES as readonly string[]).includes(dtype))
