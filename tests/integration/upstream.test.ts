@@ -20,7 +20,9 @@ import type { UpstreamKind } from "@/lib/contracts/upstream";
 import { deployments } from "@/lib/db/schema";
 import { randomToken } from "@/lib/ids";
 import { createDeployment } from "@/lib/services/deployments";
+import { createApiKey } from "@/lib/services/api-keys";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
+import { as, newUser } from "../helpers/session";
 import { complete, makeDeployment, parseSse, type TestDeployment } from "../helpers/deployments";
 import { DEFAULT_TOKENS, refusedUrl, startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream";
 
@@ -537,5 +539,41 @@ describe("the upstream key", () => {
     expect(badKind.code).toBe(2);
     const list = await client(team.apiKey).get("/v1/deployments/list");
     expect(list.json).toEqual([]);
+  });
+
+  it("an owner creates an upstream deployment on the dashboard; its key never comes back", async () => {
+    const owner = await newUser();
+    const up = await fake("vllm");
+    const secret = `sk-dash-${randomToken(20)}`;
+    const created = await as(owner.cookie).post("/api/ui/deployments", {
+      name: "fleet",
+      upstream: { kind: "vllm", urls: [up.url], model: "qwen", key: secret },
+    });
+    expect(created.status, created.text).toBe(201);
+    expect(created.text).not.toContain(secret);
+    expect(created.json).toMatchObject({
+      name: "fleet",
+      model: "qwen",
+      upstream: { kind: "vllm", urls: [up.url], model: "qwen", hasKey: true },
+      status: { state: "ready" },
+    });
+    const listed = await as(owner.cookie).get("/api/ui/deployments");
+    expect(listed.status).toBe(200);
+    expect(listed.text).not.toContain(secret);
+    const both = await as(owner.cookie).post("/api/ui/deployments", {
+      name: "both",
+      model: "x",
+      upstream: { urls: [up.url], model: "qwen" },
+    });
+    expect(both.status).toBe(400);
+
+    const { secret: modelKey } = await createApiKey(db().db, { teamId: owner.team.id, kind: "model", name: "t" });
+    const res = await fetch(`${baseUrl}/deployments/${owner.team.slug}/fleet`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hi", max_tokens: 2 }),
+    });
+    expect(res.status).toBe(200);
+    expect(up.received[0]!.headers.authorization).toBe(`Bearer ${secret}`);
   });
 });

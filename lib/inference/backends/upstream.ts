@@ -125,8 +125,9 @@ export async function openUpstream(
       continue;
     }
     avoidUntil.delete(url);
-    const done = () => inFlight.set(url, (inFlight.get(url) ?? 1) - 1);
-    return readUpstream(res, request, backend, call.signal, done);
+    // In flight until its connection's answer is over, however it ends (even if never read).
+    res.once("close", () => inFlight.set(url, (inFlight.get(url) ?? 1) - 1));
+    return readUpstream(res, request, backend, call.signal);
   }
   if (answered5xx)
     throw new ApiError(
@@ -314,16 +315,12 @@ function toLogprobs(lp: UpstreamLogprobs | null | undefined, k: number): Generat
   }));
 }
 
-/**
- * The upstream's server-sent events (or one JSON answer, from a server that does not stream) as
- * generation events. `done` runs once the body is finished with, however it ends.
- */
+/** The upstream's server-sent events (or one JSON answer, from a server that does not stream) as generation events. */
 async function* readUpstream(
   res: IncomingMessage,
   request: GenerationRequestInput,
   backend: string,
   signal: AbortSignal | undefined,
-  done: () => void,
 ): AsyncIterable<GenerationStreamEvent> {
   const k = request.logprobs ?? 0;
   const finished = new Set<number>();
@@ -394,7 +391,6 @@ async function* readUpstream(
     throw new InferenceError(502, "internal", `the ${backend} upstream broke off the stream: ${(e as Error).message}`);
   } finally {
     if (!res.complete) res.destroy();
-    done();
   }
   const n = request.n ?? 1;
   if (!sawDone && finished.size < n)
