@@ -365,21 +365,20 @@ async function* readUpstream(
       yield* fromChunk(JSON.parse(text) as UpstreamChunk);
       sawDone = true;
     } else {
+      // Read to the end of the body, [DONE] included: leaving it early would destroy the socket,
+      // and the next request would pay for a new connection.
       let buffer = "";
-      read: for await (const chunk of res) {
+      for await (const chunk of res) {
         buffer += chunk as string;
         let start = 0;
         let nl: number;
         while ((nl = buffer.indexOf("\n", start)) >= 0) {
-          const line = buffer.slice(start, nl).replace(/\r$/, "");
+          const line = buffer.slice(start, nl);
           start = nl + 1;
-          if (!line.startsWith("data:")) continue; // blank lines, comments, event names, ids
-          const data = line.slice(line.startsWith("data: ") ? 6 : 5);
-          if (data === "[DONE]") {
-            sawDone = true;
-            break read;
-          }
-          yield* fromChunk(JSON.parse(data) as UpstreamChunk);
+          if (sawDone || !line.startsWith("data:")) continue; // blank lines, comments, event names, ids
+          const data = line.slice(line.startsWith("data: ") ? 6 : 5).replace(/\r$/, "");
+          if (data === "[DONE]") sawDone = true;
+          else yield* fromChunk(JSON.parse(data) as UpstreamChunk);
         }
         buffer = buffer.slice(start);
       }
