@@ -8,8 +8,8 @@
 //   throughput_vs_direct  tokens/s of 32 concurrent streams through the app / straight (goal ≥ 0.95)
 // `--upstream-ttft-ms` makes the upstream wait that long before its first token (a GPU server's
 // prefill); by default it answers at once, which makes the ratio the hardest it can be.
-import http, { type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
+import { spawn } from "node:child_process";
+import type { IncomingMessage } from "node:http";
 import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
@@ -21,34 +21,51 @@ const arg = (args: string[], name: string, fallback: number) => {
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
 
-/** The fast upstream: /v1/completions streamed, `max_tokens` tokens, then usage and [DONE]. */
-async function fastUpstream(ttftMs: number): Promise<{ url: string; close: () => Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    let raw = "";
-    req.on("data", (c: Buffer) => (raw += c.toString()));
-    req.on("end", async () => {
-      const body = JSON.parse(raw) as { max_tokens?: number; model?: string };
-      const n = body.max_tokens ?? 16;
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-      if (ttftMs > 0) await new Promise((r) => setTimeout(r, ttftMs));
-      for (let i = 0; i < n && !res.destroyed; i++) {
-        const last = i === n - 1;
-        res.write(
-          `data: {"id":"cmpl-b","object":"text_completion","model":"${body.model}","choices":[{"index":0,"text":" tok${i}","logprobs":null,"finish_reason":${last ? '"length"' : "null"}}]}\n\n`,
-        );
-        await new Promise((r) => setImmediate(r));
-      }
-      res.write(
-        `data: {"id":"cmpl-b","model":"${body.model}","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":${n},"total_tokens":${n + 8}}}\n\n`,
-      );
-      res.end("data: [DONE]\n\n");
-    });
+/**
+ * The fast upstream, in a process of its own (so that it does not share the load generator's
+ * thread): /v1/completions streamed, `max_tokens` tokens, then the usage and [DONE].
+ */
+const UPSTREAM_SOURCE = `
+const http = require("node:http");
+const ttftMs = Number(process.argv[1] || 0);
+const server = http.createServer((req, res) => {
+  let raw = "";
+  req.on("data", (c) => (raw += c));
+  req.on("end", async () => {
+    const body = JSON.parse(raw);
+    const n = body.max_tokens || 16;
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    if (ttftMs > 0) await new Promise((r) => setTimeout(r, ttftMs));
+    for (let i = 0; i < n && !res.destroyed; i++) {
+      const finish = i === n - 1 ? '"length"' : "null";
+      res.write('data: {"id":"cmpl-b","object":"text_completion","model":"' + body.model +
+        '","choices":[{"index":0,"text":" tok' + i + '","logprobs":null,"finish_reason":' + finish + '}]}\\n\\n');
+      await new Promise((r) => setImmediate(r));
+    }
+    res.write('data: {"id":"cmpl-b","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":' + n +
+      ',"total_tokens":' + (n + 8) + '}}\\n\\n');
+    res.end("data: [DONE]\\n\\n");
   });
-  server.keepAliveTimeout = 60_000;
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+`;
+
+async function fastUpstream(ttftMs: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const child = spawn(process.execPath, ["-e", UPSTREAM_SOURCE, String(ttftMs)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim()));
+    child.once("exit", (code) => reject(new Error(`the fast upstream exited (${code})`)));
+  });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise((r) => server.close(() => r())),
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((r) => {
+        child.once("exit", () => r());
+        child.kill("SIGTERM");
+      }),
   };
 }
 
