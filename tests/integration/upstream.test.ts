@@ -17,7 +17,7 @@ import {
 } from "@/lib/contracts/deployments";
 import { CompletionsResponse } from "@/lib/contracts/openai";
 import type { UpstreamKind } from "@/lib/contracts/upstream";
-import { deployments } from "@/lib/db/schema";
+import { deployments, workers } from "@/lib/db/schema";
 import { randomToken } from "@/lib/ids";
 import { createDeployment } from "@/lib/services/deployments";
 import { createApiKey } from "@/lib/services/api-keys";
@@ -497,6 +497,12 @@ describe("the upstream key", () => {
       hasKey: true,
     });
     expect(one.json.status.state).toBe("ready");
+
+    // The workers leave upstream deployments alone: none tries to load the upstream's model.
+    await new Promise((r) => setTimeout(r, 2500)); // WORKER_HEARTBEAT_SECONDS is 1 in the suite
+    const registry = await db().db.select().from(workers);
+    expect(registry.length).toBeGreaterThan(0);
+    for (const w of registry) expect(JSON.stringify([w.models, w.modelStates])).not.toContain("Llama-3.1-8B");
 
     async function listed() {
       const r = await client(team.apiKey).get("/v1/deployments/gpu");
