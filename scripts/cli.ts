@@ -10,7 +10,7 @@ import { ApiError } from "@/lib/errors";
 import { EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
 import { DTYPE_CHOICES } from "@/lib/contracts/models";
-import { UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
+import { shownUrl, UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
 import { createDeployment, deleteDeployment, deploymentUrl, listDeploymentDtos } from "@/lib/services/deployments";
 import { LIMIT_FIELDS } from "@/lib/contracts/limits";
 import { teamLimits } from "@/lib/limits";
@@ -137,7 +137,7 @@ const commands: Record<string, Command> = {
         // The key is never printed: only whether there is one.
         console.log(
           `created deployment ${dep.name} (${dep.id}) served by ${kind} upstream${urls.length > 1 ? "s" : ""} ` +
-            `${dep.upstreamUrls!.join(", ")} as ${dep.upstreamModel}${key ? " (with its key, stored encrypted)" : ""}`,
+            `${dep.upstreamUrls!.map(shownUrl).join(", ")} as ${dep.upstreamModel}${key ? " (with its key, stored encrypted)" : ""}`,
         );
         console.log(deploymentUrl(team.slug, dep.name));
         return;

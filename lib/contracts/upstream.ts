@@ -32,3 +32,6 @@ export const UpstreamDto = z.strictObject({
   hasKey: z.boolean(),
 });
 export type UpstreamDto = z.infer<typeof UpstreamDto>;
+
+/** A URL as shown (API, dashboard, CLI, logs): user information, if any, hidden. */
+export const shownUrl = (url: string) => url.replace(/^(https?:\/\/)[^@/]*@/i, "$1***@");

@@ -6,7 +6,7 @@ import type { DbOrTx } from "../db/client";
 import { deployments, type Deployment } from "../db/schema";
 import { DeploymentModel, DeploymentName, type DeploymentDto, type DeploymentState } from "../contracts/deployments";
 import { DtypeChoiceSchema, type DtypeChoice } from "../contracts/models";
-import { UpstreamInput, type UpstreamDto } from "../contracts/upstream";
+import { shownUrl, UpstreamInput, type UpstreamDto } from "../contracts/upstream";
 import { seal } from "../secret-box";
 import { env } from "../env";
 import { conflict, fromZodError, notFound, unauthorized } from "../errors";
@@ -46,7 +46,12 @@ export function toDeploymentDto(d: Deployment, teamSlug: string, status: Deploym
 export function upstreamDto(
   d: Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey">,
 ): UpstreamDto {
-  return { kind: d.upstreamKind!, urls: d.upstreamUrls ?? [], model: d.upstreamModel ?? "", hasKey: !!d.upstreamKey };
+  return {
+    kind: d.upstreamKind!,
+    urls: (d.upstreamUrls ?? []).map(shownUrl),
+    model: d.upstreamModel ?? "",
+    hasKey: !!d.upstreamKey,
+  };
 }
 
 /** A team's deployments with their states. */

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { UPSTREAM_KINDS } from "../../contracts/upstream";
+import { shownUrl, UpstreamInput, UPSTREAM_KINDS } from "../../contracts/upstream";
 import { ApiError } from "../../errors";
 import { open, seal } from "../../secret-box";
 import { BACKEND_LABEL, CAPABILITIES, OPTIONAL_PARAMS, upstreamBody } from "./capabilities";
@@ -62,5 +62,15 @@ describe("secret box", () => {
     expect(open(sealed, "deployment_a", secret)).toBe("sk-123");
     expect(() => open(sealed, "deployment_b", secret)).toThrow();
     expect(() => open(sealed, "deployment_a", "t".repeat(40))).toThrow();
+  });
+});
+
+describe("upstream URLs", () => {
+  it("are taken with or without /v1 and shown without user information", () => {
+    const parsed = UpstreamInput.parse({ urls: ["http://gpu-1:8000/v1/", "https://u:p@gpu-2"], model: "m" });
+    expect(parsed).toMatchObject({ kind: "openai", urls: ["http://gpu-1:8000", "https://u:p@gpu-2"] });
+    expect(parsed.urls.map(shownUrl)).toEqual(["http://gpu-1:8000", "https://***@gpu-2"]);
+    expect(UpstreamInput.safeParse({ urls: ["ftp://x"], model: "m" }).success).toBe(false);
+    expect(UpstreamInput.safeParse({ urls: [], model: "m" }).success).toBe(false);
   });
 });

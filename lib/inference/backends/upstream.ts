@@ -8,7 +8,7 @@
 // request's own and comes back with its status and the upstream's message.
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
-import type { UpstreamKind } from "../../contracts/upstream";
+import { shownUrl, type UpstreamKind } from "../../contracts/upstream";
 import type {
   FinishReason,
   GeneratedTokenLogprobs,
@@ -121,7 +121,7 @@ export async function openUpstream(
       if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
       avoidUntil.set(url, Date.now() + avoidMs);
-      logger().warn({ upstream: redact(url), err: (e as Error).message }, "upstream failed before answering");
+      logger().warn({ upstream: shownUrl(url), err: (e as Error).message }, "upstream failed before answering");
       continue;
     }
     avoidUntil.delete(url);
@@ -138,7 +138,8 @@ export async function openUpstream(
   throw new ApiError(
     503,
     "internal",
-    `No ${backend} upstream of this deployment can be reached right now (${lastError?.message ?? "all are avoided after failing"}); retry shortly.`,
+    // What failed is in the log (above): addresses of the servers are not the caller's business.
+    `No ${backend} upstream of this deployment can be reached right now${lastError ? "" : " (each failed a moment ago)"}; retry shortly.`,
     undefined,
     { "retry-after": String(Math.ceil(avoidMs / 1000)) },
   );
@@ -179,9 +180,6 @@ export async function generateUpstream(
   for (let i = 0; i < (request.n ?? 1); i++) choice(i);
   return { model: target.model, choices: [...choices.values()].sort((a, b) => a.index - b.index), usage };
 }
-
-/** A URL for the logs: no user information. */
-const redact = (url: string) => url.replace(/\/\/[^@/]*@/, "//");
 
 function post(
   url: string,
