@@ -86,11 +86,10 @@ async function stream(url: string, headers: Record<string, string>, body: unknow
     const parts = text.split("\n\n");
     tail = parts.pop()!;
     for (const p of parts) {
-      // The platform's delta chunks carry "completion":"…", the upstream's "text":" tok…".
-      if (/"(completion|text)":" tok/.test(p)) {
-        if (ttft < 0) ttft = performance.now() - started;
-        tokens++;
-      }
+      // The upstream's tokens are " tok<i>": the platform's chunks may carry several at once.
+      const n = p.match(/ tok\d+/g)?.length ?? 0;
+      if (n > 0 && ttft < 0) ttft = performance.now() - started;
+      tokens += n;
     }
   }
   return { ttft, tokens };

@@ -313,6 +313,23 @@ function toLogprobs(lp: UpstreamLogprobs | null | undefined, k: number): Generat
   }));
 }
 
+/**
+ * The events of one network read with each run of text deltas of a choice (without logprobs)
+ * joined into one: when the upstream is ahead of the app (a fast server, a slow client), the
+ * app sends fewer, larger chunks instead of falling further behind. Nothing is held back.
+ */
+function coalesce(events: GenerationStreamEvent[]): GenerationStreamEvent[] {
+  if (events.length < 2) return events;
+  const out: GenerationStreamEvent[] = [];
+  for (const e of events) {
+    const last = out.at(-1);
+    if (e.type === "delta" && !e.logprobs && last?.type === "delta" && !last.logprobs && last.index === e.index)
+      out[out.length - 1] = { ...last, text: last.text + e.text };
+    else out.push(e);
+  }
+  return out;
+}
+
 /** The upstream's server-sent events (or one JSON answer, from a server that does not stream) as generation events. */
 async function* readUpstream(
   res: IncomingMessage,
@@ -366,6 +383,7 @@ async function* readUpstream(
       // Read to the end of the body, [DONE] included: leaving it early would destroy the socket,
       // and the next request would pay for a new connection.
       let buffer = "";
+      const batch: GenerationStreamEvent[] = [];
       for await (const chunk of res) {
         buffer += chunk as string;
         let start = 0;
@@ -376,9 +394,11 @@ async function* readUpstream(
           if (sawDone || !line.startsWith("data:")) continue; // blank lines, comments, event names, ids
           const data = line.slice(line.startsWith("data: ") ? 6 : 5).replace(/\r$/, "");
           if (data === "[DONE]") sawDone = true;
-          else yield* fromChunk(JSON.parse(data) as UpstreamChunk);
+          else for (const e of fromChunk(JSON.parse(data) as UpstreamChunk)) batch.push(e);
         }
         buffer = buffer.slice(start);
+        yield* coalesce(batch);
+        batch.length = 0;
       }
     }
   } catch (e) {
