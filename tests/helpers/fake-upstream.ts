@@ -142,6 +142,17 @@ function answer(kind: UpstreamKind, mode: FakeMode, path: string, body: Record<s
     return;
   }
   const tokens = mode.tokens ?? DEFAULT_TOKENS;
+  // The prompt "slow" is answered one token every 150 ms (a request that stays in flight).
+  if (body.prompt === "slow") {
+    let i = 0;
+    const timer = setInterval(() => {
+      if (i < tokens.length) return send(piece(0, tokens[i]!, i++));
+      clearInterval(timer);
+      send({ id: "cmpl-fake", model, choices: [{ index: 0, text: "", finish_reason: "stop" }] });
+      res.end("data: [DONE]\n\n");
+    }, 150);
+    return;
+  }
   for (let index = 0; index < n; index++) {
     tokens.forEach((t, i) => send(piece(index, t, i)));
     const finish = mode.finish ?? "stop";

@@ -352,6 +352,20 @@ describe("resilience", () => {
     expect(two.received.length).toBeGreaterThan(0);
   });
 
+  it("sends a request to the URL with the fewest in flight, not merely the next in turn", async () => {
+    const team = await makeTeam();
+    const one = await fake("openai");
+    const two = await fake("openai");
+    const dep = await upstreamDeployment(team, { kind: "openai", urls: [one.url, two.url], model: "m" });
+    const long = postStream(dep.url, team.modelKey, { prompt: "slow" }); // ~750 ms in flight
+    while (one.received.length + two.received.length === 0) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 6; i++) expect((await complete(dep, team.modelKey, { prompt: "Hi" })).status).toBe(200);
+    expect((await long).res.status).toBe(200);
+    const [busy, idle] = one.received[0]?.body.prompt === "slow" ? [one, two] : [two, one];
+    expect(busy.received.map((r) => r.body.prompt)).toEqual(["slow"]);
+    expect(idle.received).toHaveLength(6);
+  });
+
   it("relays an upstream 4xx with its status and message, without trying another URL", async () => {
     const team = await makeTeam();
     const bad = await fake("tgi", { type: "status", status: 422, message: "Input validation error: inputs too long" });
