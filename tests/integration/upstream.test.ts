@@ -21,6 +21,7 @@ import { deployments, workers } from "@/lib/db/schema";
 import { randomToken } from "@/lib/ids";
 import { createDeployment } from "@/lib/services/deployments";
 import { createApiKey } from "@/lib/services/api-keys";
+import { setTeamLimits } from "@/lib/services/teams";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { as, newUser } from "../helpers/session";
 import { complete, makeDeployment, parseSse, type TestDeployment } from "../helpers/deployments";
@@ -318,6 +319,27 @@ describe("parameter mapping per kind", () => {
     const res = await complete(dep, team.modelKey, { prompt: "Hi" });
     expect(res.status, res.text).toBe(200);
     expect(DeploymentCompletionResponse.parse(res.json).result[0]!.completion).toBe("whole answer");
+  });
+});
+
+describe("limits", () => {
+  it("an upstream deployment counts against the key's concurrent generations and tokens per minute", async () => {
+    const team = await makeTeam();
+    const up = await fake("vllm");
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    await setTeamLimits(db().db, { teamId: team.id, limits: { concurrentStreams: 1, tokensPerMinute: 15 } });
+    const slow = postStream(dep.url, team.modelKey, { prompt: "slow" });
+    while (up.received.length === 0) await new Promise((r) => setTimeout(r, 10));
+    const busy = await complete(dep, team.modelKey, { prompt: "Hi" });
+    expect(busy.status).toBe(429);
+    expect(busy.json.error.message).toMatch(/generations running/);
+    expect((await slow).res.status).toBe(200);
+    // The upstream's usage (7 prompt + 4 completion tokens a request) is what is counted.
+    let spent: Awaited<ReturnType<typeof complete>> | undefined;
+    for (let i = 0; i < 4 && spent?.status !== 429; i++) spent = await complete(dep, team.modelKey, { prompt: "Hi" });
+    expect(spent!.status).toBe(429);
+    expect(spent!.json.error.message).toMatch(/used its 15 tokens/);
+    expect(up.received.length).toBeLessThanOrEqual(4);
   });
 });
 
