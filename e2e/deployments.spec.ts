@@ -48,3 +48,26 @@ test("an owner deploys a hub model, sees its state, and deletes it", async ({ pa
   await expect(row).toHaveCount(0);
   await expect(failed).toHaveCount(1);
 });
+
+// An owner puts an OpenAI-compatible server behind a deployment; its key is never shown.
+test("an owner creates an upstream deployment; the table says so and the key stays hidden", async ({ page }) => {
+  await signUp(page, { email: uniqueEmail("upstream") });
+  await page.goto("/deployments");
+  await page.getByRole("button", { name: "Deploy a model" }).click();
+  const dialog = page.getByTestId("create-deployment-dialog");
+  await dialog.getByLabel("Name").fill("fleet");
+  await dialog.getByLabel("Served by").selectOption("upstream");
+  await expect(dialog.getByLabel("Weights")).toHaveCount(0);
+  await dialog.getByLabel("Server URLs").fill("http://127.0.0.1:9/v1, http://127.0.0.1:10");
+  await dialog.getByLabel("Server kind").selectOption("vllm");
+  await dialog.getByLabel("Model name on the servers").fill("meta-llama/Llama-3.1-8B-Instruct");
+  await dialog.getByLabel("API key of the servers (optional)").fill("sk-e2e-secret-upstream-key");
+  await dialog.getByRole("button", { name: "Deploy" }).click();
+  await expect(dialog).toBeHidden();
+  const row = page.locator('tr[data-deployment="fleet"]');
+  await expect(row).toContainText("meta-llama/Llama-3.1-8B-Instruct");
+  await expect(row).toContainText("upstream vllm · 2 URLs");
+  await expect(row.getByTestId("deployment-state")).toHaveAttribute("data-state", "ready");
+  await expect(page.locator("body")).not.toContainText("sk-e2e-secret-upstream-key");
+  await shot(page, "21-deployment-upstream");
+});

@@ -56,6 +56,15 @@ const EnvSchema = z.object({
   WORKER_CONNECT_TIMEOUT_MS: positiveInt.default(5_000),
   WORKER_RESPONSE_TIMEOUT_MS: positiveInt.default(15_000),
   WORKER_IDLE_TIMEOUT_MS: positiveInt.min(300).default(30_000),
+  /**
+   * App → upstream servers of upstream deployments (lib/inference/backends/upstream.ts):
+   * connecting, the answer's start (a streamed answer: about the first token), any silence within
+   * it, and how long a URL that failed before answering is passed over.
+   */
+  UPSTREAM_CONNECT_TIMEOUT_MS: positiveInt.default(3_000),
+  UPSTREAM_FIRST_BYTE_TIMEOUT_MS: positiveInt.default(60_000),
+  UPSTREAM_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
+  UPSTREAM_AVOID_MS: positiveInt.default(10_000),
   /** How often counted usage is written to the database (lib/services/usage.ts). */
   USAGE_FLUSH_MS: positiveInt.default(2_000),
   /** Logs: level, and `json` to keep JSON lines on a terminal (lib/observe/log.ts). */

@@ -10,6 +10,7 @@ import { ApiError } from "@/lib/errors";
 import { EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
 import { DTYPE_CHOICES } from "@/lib/contracts/models";
+import { shownUrl, UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
 import { createDeployment, deleteDeployment, deploymentUrl, listDeploymentDtos } from "@/lib/services/deployments";
 import { LIMIT_FIELDS } from "@/lib/contracts/limits";
 import { teamLimits } from "@/lib/limits";
@@ -94,16 +95,57 @@ const commands: Record<string, Command> = {
     },
   },
   "deployment:create": {
-    usage: `deployment:create --team S --name N --model PATH_OR_ID [--dtype ${DTYPE_CHOICES.join("|")}]   # prints the URL`,
+    usage: [
+      `deployment:create --team S --name N --model PATH_OR_ID [--dtype ${DTYPE_CHOICES.join("|")}]   # prints the URL`,
+      `deployment:create --team S --name N --upstream URL[,URL…] --upstream-model NAME [--upstream-kind ${UPSTREAM_KINDS.join("|")}] [--upstream-key-env VAR]`,
+    ].join("\n  "),
     flags: {
       team: { type: "string", required: true },
       name: { type: "string", required: true },
-      model: { type: "string", required: true },
+      model: { type: "string" },
       dtype: { type: "string" },
+      upstream: { type: "string" },
+      "upstream-model": { type: "string" },
+      "upstream-kind": { type: "string" },
+      "upstream-key-env": { type: "string" },
     },
     run: async ({ db }, f) => {
       const team = await getTeamBySlug(db, f.team!);
-      const model = modelReference(f.model!);
+      if (f.upstream !== undefined) {
+        if (f.model !== undefined || f.dtype !== undefined)
+          throw new UsageError("--model and --dtype are for local deployments; an upstream one takes --upstream-model");
+        if (!f["upstream-model"])
+          throw new UsageError("--upstream needs --upstream-model (the model name the upstream serves)");
+        const kind = f["upstream-kind"] ?? "openai";
+        if (!(UPSTREAM_KINDS as readonly string[]).includes(kind))
+          throw new UsageError(`--upstream-kind must be one of ${UPSTREAM_KINDS.join(", ")}`);
+        let key: string | undefined;
+        const keyEnv = f["upstream-key-env"];
+        if (keyEnv !== undefined) {
+          key = process.env[keyEnv];
+          if (!key) throw new UsageError(`--upstream-key-env: the environment variable ${keyEnv} is not set or empty`);
+        }
+        const urls = f.upstream
+          .split(",")
+          .map((u) => u.trim())
+          .filter(Boolean);
+        const dep = await createDeployment(db, {
+          teamId: team.id,
+          name: f.name!,
+          upstream: { kind: kind as UpstreamKind, urls, model: f["upstream-model"], key },
+        });
+        // The key is never printed: only whether there is one.
+        console.log(
+          `created deployment ${dep.name} (${dep.id}) served by ${kind} upstream${urls.length > 1 ? "s" : ""} ` +
+            `${dep.upstreamUrls!.map(shownUrl).join(", ")} as ${dep.upstreamModel}${key ? " (with its key, stored encrypted)" : ""}`,
+        );
+        console.log(deploymentUrl(team.slug, dep.name));
+        return;
+      }
+      if (f["upstream-model"] || f["upstream-kind"] || f["upstream-key-env"])
+        throw new UsageError("--upstream-model, --upstream-kind and --upstream-key-env need --upstream");
+      if (!f.model) throw new UsageError("--model is required (or --upstream for an upstream deployment)");
+      const model = modelReference(f.model);
       const dtype = f.dtype ?? "auto";
       if (!(DTYPE_CHOICES as readonly string[]).includes(dtype))
         throw new UsageError(`--dtype must be one of ${DTYPE_CHOICES.join(", ")}`);
@@ -124,7 +166,7 @@ const commands: Record<string, Command> = {
       printTable(
         rows.map((d) => ({
           name: d.name,
-          model: d.model,
+          model: d.upstream ? `${d.upstream.kind}: ${d.upstream.model} @ ${d.upstream.urls.join(",")}` : d.model,
           dtype: d.status.dtype && d.dtype === "auto" ? `auto (${d.status.dtype})` : d.dtype,
           state: d.status.progress ? `${d.status.state} ${d.status.progress.percent}%` : d.status.state,
           url: d.url,

@@ -4,6 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { CreateDeploymentBody, type DeploymentDto } from "@/lib/contracts/deployments";
 import { DTYPE_CHOICES } from "@/lib/contracts/models";
+import { UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
 import { uiFetch } from "../api-client";
 import { Button } from "../ui/button";
 import { Dialog } from "../ui/dialog";
@@ -23,9 +24,39 @@ const DTYPE_HINTS: Record<(typeof DTYPE_CHOICES)[number], string> = {
   bnb4: "bnb4: model_bnb4.onnx",
 };
 
-/** Owners deploy a model (a hub id or a folder on the workers' machines) in a dtype. */
+const KIND_LABELS: Record<UpstreamKind, string> = {
+  openai: "OpenAI-compatible",
+  vllm: "vLLM",
+  tgi: "TGI",
+  llamacpp: "llama.cpp server",
+  ollama: "Ollama",
+};
+
+/** The form's fields as the create body: a local model, or upstream servers (docs/api.md). */
+function createBody(data: Record<string, string>): Record<string, unknown> {
+  if (data.servedBy !== "upstream") return { name: data.name, model: data.model, dtype: data.dtype };
+  const urls = (data.upstreamUrls ?? "")
+    .split(/[\s,]+/)
+    .map((u) => u.trim())
+    .filter(Boolean);
+  return {
+    name: data.name,
+    upstream: {
+      kind: data.upstreamKind,
+      urls,
+      model: data.upstreamModel ?? "",
+      ...(data.upstreamKey ? { key: data.upstreamKey } : {}),
+    },
+  };
+}
+
+/**
+ * Owners deploy a model (a hub id or a folder on the workers' machines) in a dtype, or put
+ * OpenAI-compatible servers (vLLM, TGI, llama.cpp, Ollama) behind a deployment.
+ */
 export function CreateDeploymentButton() {
   const [open, setOpen] = useState(false);
+  const [servedBy, setServedBy] = useState<"workers" | "upstream">("workers");
   const [errors, setErrors] = useState<Record<string, string>>({});
   const queryClient = useQueryClient();
   const create = useMutation({
@@ -38,6 +69,7 @@ export function CreateDeploymentButton() {
   });
   const close = () => {
     setOpen(false);
+    setServedBy("workers");
     setErrors({});
     create.reset();
   };
@@ -57,7 +89,7 @@ export function CreateDeploymentButton() {
           onSubmit={(e) => {
             e.preventDefault();
             const data = Object.fromEntries(new FormData(e.currentTarget)) as Record<string, string>;
-            const parsed = CreateDeploymentBody.safeParse(data);
+            const parsed = CreateDeploymentBody.safeParse(createBody(data));
             if (!parsed.success) return setErrors(fieldErrors(parsed.error));
             setErrors({});
             create.mutate(parsed.data);
@@ -72,18 +104,75 @@ export function CreateDeploymentButton() {
           >
             <Input id="deployment-name" name="name" autoFocus placeholder="chat" />
           </Field>
-          <Field id="deployment-model" label="Model" error={errors.model}>
-            <Input id="deployment-model" name="model" placeholder="onnx-community/Qwen2.5-0.5B-Instruct" />
-          </Field>
-          <Field id="deployment-dtype" label="Weights" error={errors.dtype}>
-            <Select id="deployment-dtype" name="dtype" defaultValue="auto">
-              {DTYPE_CHOICES.map((d) => (
-                <option key={d} value={d}>
-                  {DTYPE_HINTS[d]}
-                </option>
-              ))}
+          <Field id="deployment-served-by" label="Served by">
+            <Select
+              id="deployment-served-by"
+              name="servedBy"
+              value={servedBy}
+              onChange={(e) => setServedBy(e.target.value === "upstream" ? "upstream" : "workers")}
+            >
+              <option value="workers">the workers (a model they load)</option>
+              <option value="upstream">upstream servers (OpenAI-compatible: vLLM, TGI, llama.cpp, Ollama)</option>
             </Select>
           </Field>
+          {servedBy === "workers" ? (
+            <>
+              <Field id="deployment-model" label="Model" error={errors.model}>
+                <Input id="deployment-model" name="model" placeholder="onnx-community/Qwen2.5-0.5B-Instruct" />
+              </Field>
+              <Field id="deployment-dtype" label="Weights" error={errors.dtype}>
+                <Select id="deployment-dtype" name="dtype" defaultValue="auto">
+                  {DTYPE_CHOICES.map((d) => (
+                    <option key={d} value={d}>
+                      {DTYPE_HINTS[d]}
+                    </option>
+                  ))}
+                </Select>
+              </Field>
+            </>
+          ) : (
+            <>
+              <Field
+                id="deployment-upstream-urls"
+                label="Server URLs"
+                error={errors.upstream}
+                hint="One or more base URLs, comma separated; requests are balanced and fail over between them."
+              >
+                <Input
+                  id="deployment-upstream-urls"
+                  name="upstreamUrls"
+                  placeholder="http://gpu-1:8000, http://gpu-2:8000"
+                />
+              </Field>
+              <Field
+                id="deployment-upstream-kind"
+                label="Server kind"
+                hint="Decides which sampling parameters it takes."
+              >
+                <Select id="deployment-upstream-kind" name="upstreamKind" defaultValue="vllm">
+                  {UPSTREAM_KINDS.map((k) => (
+                    <option key={k} value={k}>
+                      {KIND_LABELS[k]}
+                    </option>
+                  ))}
+                </Select>
+              </Field>
+              <Field id="deployment-upstream-model" label="Model name on the servers">
+                <Input
+                  id="deployment-upstream-model"
+                  name="upstreamModel"
+                  placeholder="meta-llama/Llama-3.1-8B-Instruct"
+                />
+              </Field>
+              <Field
+                id="deployment-upstream-key"
+                label="API key of the servers (optional)"
+                hint="Stored encrypted and never shown again."
+              >
+                <Input id="deployment-upstream-key" name="upstreamKey" type="password" autoComplete="off" />
+              </Field>
+            </>
+          )}
           <div className="flex justify-end gap-2 pt-1">
             <Button variant="secondary" onClick={close}>
               Cancel

@@ -64,10 +64,16 @@ export function DeploymentsTable({ initial, canManage }: { initial: DeploymentDt
               <div className="truncate font-mono text-xs" title={d.model}>
                 {d.model}
               </div>
-              <div className="text-xs text-zinc-500 dark:text-zinc-400">
-                {d.dtype}
-                {d.dtype === "auto" && d.status.dtype ? ` → ${d.status.dtype}` : ""}
-              </div>
+              {d.upstream ? (
+                <div className="truncate text-xs text-zinc-500 dark:text-zinc-400" title={d.upstream.urls.join(", ")}>
+                  upstream {d.upstream.kind} · {d.upstream.urls.length} URL{d.upstream.urls.length > 1 ? "s" : ""}
+                </div>
+              ) : (
+                <div className="text-xs text-zinc-500 dark:text-zinc-400">
+                  {d.dtype}
+                  {d.dtype === "auto" && d.status.dtype ? ` → ${d.status.dtype}` : ""}
+                </div>
+              )}
             </td>
             <td className="px-4 py-3">
               <DeploymentStatus status={d.status} />

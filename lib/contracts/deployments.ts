@@ -2,6 +2,7 @@ import { z } from "zod";
 import { DtypeChoiceSchema } from "./models";
 import { CaptureBody } from "./capture";
 import { storable } from "./text";
+import { UpstreamDto, UpstreamInput } from "./upstream";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
 /**
@@ -127,11 +128,21 @@ export const StreamEndEvent = z.strictObject({
 });
 
 /** Creating a deployment (dashboard; the CLI's deployment:create takes the same fields). */
-export const CreateDeploymentBody = z.strictObject({
-  name: DeploymentName,
-  model: DeploymentModel,
-  dtype: DtypeChoiceSchema.default("auto"),
-});
+export const CreateDeploymentBody = z
+  .strictObject({
+    name: DeploymentName,
+    /** A local deployment: the model the workers load… */
+    model: DeploymentModel.optional(),
+    dtype: DtypeChoiceSchema.default("auto"),
+    /** …or an upstream one: the OpenAI-compatible servers that serve it (docs/api.md). */
+    upstream: UpstreamInput.optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (b.model === undefined && b.upstream === undefined)
+      ctx.addIssue({ code: "custom", path: ["model"], message: "must not be empty" });
+    if (b.model !== undefined && b.upstream !== undefined)
+      ctx.addIssue({ code: "custom", path: ["upstream"], message: "give either model or upstream, not both" });
+  });
 export type CreateDeploymentInput = z.input<typeof CreateDeploymentBody>;
 
 /** A deployment as the workers see it (lib/services/deployment-state.ts). */
@@ -156,5 +167,7 @@ export const DeploymentDto = z.strictObject({
   url: z.string().url(),
   createdAt: z.string(),
   status: DeploymentStateSchema,
+  /** Upstream deployments only: the servers that answer (never their key). */
+  upstream: UpstreamDto.optional(),
 });
 export type DeploymentDto = z.infer<typeof DeploymentDto>;

@@ -11,6 +11,8 @@ import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
 import type { CallOptions } from "../inference/client";
 import { captureCompletion, type CaptureRequest, type FinishedChoice } from "./capture";
+import { generateUpstream, openUpstream, type UpstreamTarget } from "../inference/backends/upstream";
+import { open as openSealed } from "../secret-box";
 import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
 
@@ -63,7 +65,19 @@ export type CompletionCall = CallOptions & {
   collected?: boolean;
 };
 
-type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId">;
+type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId"> &
+  Partial<Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey">>;
+
+/** The upstream servers of an upstream deployment (its key unsealed), or null for a local one. */
+function upstreamOf(d: Target): UpstreamTarget | null {
+  if (!d.upstreamKind || !d.upstreamUrls?.length) return null;
+  return {
+    kind: d.upstreamKind,
+    urls: d.upstreamUrls,
+    model: d.upstreamModel ?? d.model,
+    key: d.upstreamKey ? openSealed(d.upstreamKey, d.id) : undefined,
+  };
+}
 
 export async function generateOnDeployment(
   db: DbOrTx,
@@ -75,7 +89,10 @@ export async function generateOnDeployment(
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
   try {
-    const result = await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
+    const upstream = upstreamOf(deployment);
+    const result = upstream
+      ? await generateUpstream(upstream, request, call)
+      : await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
     end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
     if (call.capture)
       captureCompletion(db, call.capture, result.choices, result.usage, {
@@ -104,7 +121,10 @@ export async function openStreamOnDeployment(
   const end = beginCompletion(db, deployment, call.meter);
   let events: AsyncIterable<GenerationStreamEvent>;
   try {
-    events = await withWorker(db, deployment, (client) => client.open(request, call), call.signal);
+    const upstream = upstreamOf(deployment);
+    events = upstream
+      ? await openUpstream(upstream, request, call)
+      : await withWorker(db, deployment, (client) => client.open(request, call), call.signal);
   } catch (err) {
     end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
     throw err;

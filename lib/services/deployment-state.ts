@@ -9,7 +9,13 @@ import { deploymentState, liveWorkers, type LiveWorker } from "./inference-routi
  * any of them has (ready, loading, downloading with bytes, pending, failed with the reason). No
  * live worker knowing it yet is `pending`, saying why.
  */
-export function stateOf(live: LiveWorker[], d: Pick<Deployment, "model" | "dtype">): DeploymentState {
+export function stateOf(
+  live: LiveWorker[],
+  d: Pick<Deployment, "model" | "dtype"> & Partial<Pick<Deployment, "upstreamKind">>,
+): DeploymentState {
+  // An upstream deployment is always ready as far as the platform knows: its servers are asked
+  // on each request, and one that is down is reported then (503) and passed over for a while.
+  if (d.upstreamKind) return { state: "ready", dtype: null, progress: null, message: null, reason: null };
   const s = deploymentState(live, servedModelKey(d.model, d.dtype));
   if (!s) {
     return {
@@ -36,7 +42,7 @@ export function stateOf(live: LiveWorker[], d: Pick<Deployment, "model" | "dtype
 /** The states of some deployments, from one fresh read of the registry. */
 export async function deploymentStates(
   db: DbOrTx,
-  list: Pick<Deployment, "model" | "dtype">[],
+  list: (Pick<Deployment, "model" | "dtype"> & Partial<Pick<Deployment, "upstreamKind">>)[],
 ): Promise<DeploymentState[]> {
   const live = await liveWorkers(db, { fresh: true });
   return list.map((d) => stateOf(live, d));

@@ -1,4 +1,4 @@
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, isNull } from "drizzle-orm";
 import type postgres from "postgres";
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
@@ -6,17 +6,20 @@ import type { DbOrTx } from "../db/client";
 import { deployments, type Deployment } from "../db/schema";
 import { DeploymentModel, DeploymentName, type DeploymentDto, type DeploymentState } from "../contracts/deployments";
 import { DtypeChoiceSchema, type DtypeChoice } from "../contracts/models";
+import { shownUrl, UpstreamInput, type UpstreamDto } from "../contracts/upstream";
+import { seal } from "../secret-box";
 import { env } from "../env";
 import { conflict, fromZodError, notFound, unauthorized } from "../errors";
 import { newId } from "../ids";
 import type { KeyPrincipal } from "./api-keys";
 import { deploymentStates } from "./deployment-state";
 
-/** Every (model, dtype) some deployment serves: what the workers load. */
+/** Every (model, dtype) some local deployment serves: what the workers load (upstream ones are not theirs). */
 export async function listDeployedModels(db: DbOrTx): Promise<{ model: string; dtype: DtypeChoice }[]> {
   return db
     .selectDistinct({ model: deployments.model, dtype: deployments.dtype })
     .from(deployments)
+    .where(isNull(deployments.upstreamKind))
     .orderBy(deployments.model, deployments.dtype);
 }
 
@@ -35,6 +38,19 @@ export function toDeploymentDto(d: Deployment, teamSlug: string, status: Deploym
     url: deploymentUrl(teamSlug, d.name),
     createdAt: d.createdAt.toISOString(),
     status,
+    ...(d.upstreamKind ? { upstream: upstreamDto(d) } : {}),
+  };
+}
+
+/** What is shown of an upstream deployment: never its key, only whether it has one. */
+export function upstreamDto(
+  d: Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey">,
+): UpstreamDto {
+  return {
+    kind: d.upstreamKind!,
+    urls: (d.upstreamUrls ?? []).map(shownUrl),
+    model: d.upstreamModel ?? "",
+    hasKey: !!d.upstreamKey,
   };
 }
 
@@ -45,19 +61,41 @@ export async function listDeploymentDtos(db: DbOrTx, team: { id: string; slug: s
   return rows.map((d, i) => toDeploymentDto(d, team.slug, states[i]!));
 }
 
+/**
+ * A local deployment (`model`: what the workers load) or, with `upstream`, one served by
+ * OpenAI-compatible servers (`model` defaults to the upstream's model name; its key is sealed).
+ */
 export async function createDeployment(
   db: DbOrTx,
-  input: { teamId: string; name: string; model: string; dtype?: string },
+  input: { teamId: string; name: string; model?: string; dtype?: string; upstream?: UpstreamInput },
 ): Promise<Deployment> {
   const dtype = DtypeChoiceSchema.safeParse(input.dtype ?? "auto");
   if (!dtype.success) throw fromZodError(dtype.error, "dtype");
   const name = DeploymentName.safeParse(input.name);
   if (!name.success) throw fromZodError(name.error, "name");
-  const model = DeploymentModel.safeParse(input.model);
+  const upstream = input.upstream === undefined ? undefined : UpstreamInput.safeParse(input.upstream);
+  if (upstream && !upstream.success) throw fromZodError(upstream.error, "upstream");
+  const model = DeploymentModel.safeParse(input.model ?? upstream?.data?.model);
   if (!model.success) throw fromZodError(model.error, "model");
+  const id = newId("deployment");
+  const up = upstream?.data;
   const [row] = await db
     .insert(deployments)
-    .values({ id: newId("deployment"), teamId: input.teamId, name: name.data, model: model.data, dtype: dtype.data })
+    .values({
+      id,
+      teamId: input.teamId,
+      name: name.data,
+      model: model.data,
+      dtype: dtype.data,
+      ...(up
+        ? {
+            upstreamKind: up.kind,
+            upstreamUrls: up.urls,
+            upstreamModel: up.model,
+            upstreamKey: up.key ? seal(up.key, id) : null,
+          }
+        : {}),
+    })
     .onConflictDoNothing({ target: [deployments.teamId, deployments.name] })
     .returning();
   if (!row) throw conflict(`A deployment named '${name.data}' already exists in this team.`, "name");
@@ -116,9 +154,21 @@ async function loadDeploymentByPath(
 ): Promise<Deployment | null> {
   // On the path to every first token: a prepared statement, not a drizzle-built query.
   const [row] = await sql<
-    { id: string; team_id: string; name: string; model: string; dtype: Deployment["dtype"]; created_at: string }[]
+    {
+      id: string;
+      team_id: string;
+      name: string;
+      model: string;
+      dtype: Deployment["dtype"];
+      created_at: string;
+      upstream_kind: Deployment["upstreamKind"];
+      upstream_urls: string[] | null;
+      upstream_model: string | null;
+      upstream_key: string | null;
+    }[]
   >`
-    select d.id, d.team_id, d.name, d.model, d.dtype, d.created_at
+    select d.id, d.team_id, d.name, d.model, d.dtype, d.created_at,
+      d.upstream_kind, d.upstream_urls, d.upstream_model, d.upstream_key
     from deployments d join teams t on t.id = d.team_id
     where t.slug = ${input.teamSlug} and d.name = ${input.name}`;
   if (!row) return null;
@@ -130,6 +180,10 @@ async function loadDeploymentByPath(
     model: row.model,
     dtype: row.dtype,
     createdAt: new Date(row.created_at),
+    upstreamKind: row.upstream_kind,
+    upstreamUrls: row.upstream_urls,
+    upstreamModel: row.upstream_model,
+    upstreamKey: row.upstream_key,
   };
 }
 

@@ -101,7 +101,19 @@ export default async function setup(project: TestProject) {
   const common = { DATABASE_URL: db.url, AUTH_SECRET: authSecret, DATA_DIR: dataDir };
   // Every sign-in of the suite comes from 127.0.0.1: the per-address limit would soon refuse
   // them (the limits have tests of their own).
-  const app = await startApp({ ...common, SIGNIN_ATTEMPTS_PER_ADDRESS: "100000", USAGE_FLUSH_MS: "100" });
+  // Upstream deployments (tests/integration/upstream.test.ts): timeouts and the avoidance of a
+  // failed URL short enough to be seen in a test.
+  const upstream = {
+    UPSTREAM_FIRST_BYTE_TIMEOUT_MS: "2000",
+    UPSTREAM_IDLE_TIMEOUT_MS: "2000",
+    UPSTREAM_AVOID_MS: "1500",
+  };
+  const app = await startApp({
+    ...common,
+    ...upstream,
+    SIGNIN_ATTEMPTS_PER_ADDRESS: "100000",
+    USAGE_FLUSH_MS: "100",
+  });
   // Maintenance (retention, deleted pipelines) every second and imports polled often: the tests
   // wait for them.
   const worker = await startWorker({

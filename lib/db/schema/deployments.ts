@@ -1,5 +1,6 @@
 import { pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { DTYPE_CHOICES } from "../../contracts/models";
+import { UPSTREAM_KINDS } from "../../contracts/upstream";
 import { teams } from "./teams";
 
 export const deployments = pgTable(
@@ -15,6 +16,15 @@ export const deployments = pgTable(
     /** Which of the model's ONNX files (lib/contracts/models.ts); `auto`: the engine chooses. */
     dtype: text("dtype", { enum: DTYPE_CHOICES }).notNull().default("auto"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /**
+     * Upstream deployments (lib/inference/backends): the OpenAI-compatible servers that answer in
+     * place of the workers, their dialect, the model name they serve, and the bearer key they
+     * take (AES-256-GCM, lib/secret-box.ts; never returned). Null on local deployments.
+     */
+    upstreamKind: text("upstream_kind", { enum: UPSTREAM_KINDS }),
+    upstreamUrls: text("upstream_urls").array(),
+    upstreamModel: text("upstream_model"),
+    upstreamKey: text("upstream_key"),
   },
   // Deployment URLs are /deployments/{team-slug}/{name}: the name is unique in its team.
   (t) => [uniqueIndex("deployments_team_name_idx").on(t.teamId, t.name)],

@@ -1,0 +1,419 @@
+// The upstream backend: a deployment served by OpenAI-compatible servers (vLLM, TGI, llama.cpp,
+// Ollama, OpenAI itself) that the app calls directly. It yields the same generation events as
+// the workers (lib/contracts/generation), so every endpoint, shape, meter and limit works unchanged.
+//
+// Resilience: the deployment's URLs are tried least-busy first (in-flight requests of this
+// process); a refused connection, a timeout or a 5xx before the answer starts goes to the next
+// URL, and a URL that failed so is avoided for UPSTREAM_AVOID_MS, then probed again. A 4xx is the
+// request's own and comes back with its status and the upstream's message.
+import http, { type IncomingMessage } from "node:http";
+import https from "node:https";
+import { shownUrl, type UpstreamKind } from "../../contracts/upstream";
+import type {
+  FinishReason,
+  GeneratedTokenLogprobs,
+  GenerationRequestInput,
+  GenerationResult,
+  GenerationStreamEvent,
+  GenerationUsage,
+} from "../../contracts/generation";
+import { env } from "../../env";
+import { ApiError, type ErrorType } from "../../errors";
+import { logger } from "../../observe/log";
+import { InferenceError, type CallOptions } from "../client";
+import { BACKEND_LABEL, upstreamBody } from "./capabilities";
+
+export type UpstreamTarget = { kind: UpstreamKind; urls: string[]; model: string; key?: string };
+
+export type UpstreamTimeouts = { connectMs: number; firstByteMs: number; idleMs: number };
+
+const httpAgent = new http.Agent({ keepAlive: true, scheduling: "lifo" });
+const httpsAgent = new https.Agent({ keepAlive: true, scheduling: "lifo" });
+
+/** Requests this process has open per URL: the balancing weight. */
+const inFlight = new Map<string, number>();
+/** URLs that failed before answering, and until when they are passed over. */
+const avoidUntil = new Map<string, number>();
+let turn = 0;
+
+/** For tests: forget which URLs failed. */
+export function resetUpstreamHealth() {
+  avoidUntil.clear();
+}
+
+/**
+ * The order to try `urls` in: URLs in good standing by fewest in-flight requests (ties rotate),
+ * then at most one avoided URL whose time is up soonest, so a deployment whose every URL is down
+ * answers in one connection attempt, and a URL that came back is found again.
+ */
+export function tryOrder(urls: string[], now = Date.now()): string[] {
+  const start = turn++ % urls.length;
+  const rotated = [...urls.slice(start), ...urls.slice(0, start)];
+  const good = rotated.filter((u) => (avoidUntil.get(u) ?? 0) <= now);
+  good.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
+  const bad = rotated.filter((u) => (avoidUntil.get(u) ?? 0) > now);
+  bad.sort((a, b) => avoidUntil.get(a)! - avoidUntil.get(b)!);
+  return good.length > 0 ? good : bad.slice(0, 1);
+}
+
+const timeoutsFromEnv = (): UpstreamTimeouts => {
+  const e = env();
+  return {
+    connectMs: e.UPSTREAM_CONNECT_TIMEOUT_MS,
+    firstByteMs: e.UPSTREAM_FIRST_BYTE_TIMEOUT_MS,
+    idleMs: e.UPSTREAM_IDLE_TIMEOUT_MS,
+  };
+};
+
+/** An upstream answered with a status outside 2xx (its message read from OpenAI's error body or the text). */
+class UpstreamStatusError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const relayedType = (status: number): ErrorType =>
+  (
+    ({
+      401: "unauthorized",
+      403: "forbidden",
+      404: "not_found",
+      409: "conflict",
+      413: "payload_too_large",
+      429: "rate_limited",
+    }) as Record<number, ErrorType>
+  )[status] ?? "invalid_request";
+
+/**
+ * Starts a streamed generation on the upstream and resolves once one URL has accepted it (a 2xx),
+ * so refusals, relayed 4xx and "all URLs down" are still plain HTTP errors.
+ */
+export async function openUpstream(
+  target: UpstreamTarget,
+  request: GenerationRequestInput,
+  call: CallOptions = {},
+  timeouts: UpstreamTimeouts = timeoutsFromEnv(),
+): Promise<AsyncIterable<GenerationStreamEvent>> {
+  const { endpoint, body } = upstreamBody(target.kind, target.model, request);
+  const payload = JSON.stringify(body);
+  const path = endpoint === "chat" ? "/v1/chat/completions" : "/v1/completions";
+  const backend = BACKEND_LABEL[target.kind];
+  const avoidMs = env().UPSTREAM_AVOID_MS;
+  let answered5xx: UpstreamStatusError | undefined;
+  let lastError: Error | undefined;
+  for (const url of tryOrder(target.urls)) {
+    inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
+    let res: IncomingMessage;
+    try {
+      res = await post(url + path, payload, target.key, call, timeouts);
+    } catch (e) {
+      inFlight.set(url, (inFlight.get(url) ?? 1) - 1);
+      if (call.signal?.aborted) throw new ApiError(499, "internal", "The client closed the request.");
+      if (e instanceof UpstreamStatusError && e.status < 500)
+        throw new ApiError(
+          e.status,
+          relayedType(e.status),
+          `The ${backend} upstream answered ${e.status}: ${e.message}`,
+        );
+      if (e instanceof UpstreamStatusError) answered5xx = e;
+      lastError = e as Error;
+      avoidUntil.set(url, Date.now() + avoidMs);
+      logger().warn({ upstream: shownUrl(url), err: (e as Error).message }, "upstream failed before answering");
+      continue;
+    }
+    avoidUntil.delete(url);
+    // In flight until its connection's answer is over, however it ends (even if never read).
+    res.once("close", () => inFlight.set(url, (inFlight.get(url) ?? 1) - 1));
+    return readUpstream(res, request, backend, call.signal);
+  }
+  if (answered5xx)
+    throw new ApiError(
+      502,
+      "internal",
+      `Every ${backend} upstream of this deployment failed; the last answered ${answered5xx.status}: ${answered5xx.message}`,
+    );
+  throw new ApiError(
+    503,
+    "internal",
+    // What failed is in the log (above): addresses of the servers are not the caller's business.
+    `No ${backend} upstream of this deployment can be reached right now${lastError ? "" : " (each failed a moment ago)"}; retry shortly.`,
+    undefined,
+    { "retry-after": String(Math.ceil(avoidMs / 1000)) },
+  );
+}
+
+/** A whole generation (the non-streamed answers), collected from the stream. */
+export async function generateUpstream(
+  target: UpstreamTarget,
+  request: GenerationRequestInput,
+  call: CallOptions = {},
+): Promise<GenerationResult> {
+  const events = await openUpstream(target, request, call);
+  const choices = new Map<number, GenerationResult["choices"][number]>();
+  const choice = (index: number) => {
+    let c = choices.get(index);
+    if (!c)
+      choices.set(
+        index,
+        (c = { index, text: "", finish_reason: "length", stop: null, logprobs: request.logprobs ? [] : null }),
+      );
+    return c;
+  };
+  let usage: GenerationUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  try {
+    for await (const e of events) {
+      if (e.type === "delta") {
+        const c = choice(e.index);
+        c.text += e.text;
+        if (e.logprobs && c.logprobs) c.logprobs.push(...e.logprobs);
+      } else if (e.type === "finish") Object.assign(choice(e.index), { finish_reason: e.finish_reason, stop: e.stop });
+      else if (e.type === "done") usage = e.usage;
+    }
+  } catch (e) {
+    // Broke off after it started: the answer is lost, and says why.
+    if (e instanceof InferenceError) throw new ApiError(e.status >= 500 ? e.status : 502, "internal", e.message);
+    throw e;
+  }
+  for (let i = 0; i < (request.n ?? 1); i++) choice(i);
+  return { model: target.model, choices: [...choices.values()].sort((a, b) => a.index - b.index), usage };
+}
+
+function post(
+  url: string,
+  payload: string,
+  key: string | undefined,
+  call: CallOptions,
+  { connectMs, firstByteMs, idleMs }: UpstreamTimeouts,
+): Promise<IncomingMessage> {
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(payload)),
+    accept: "text/event-stream",
+  };
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (call.requestId) headers["x-request-id"] = call.requestId;
+  const secure = url.startsWith("https:");
+  const attempt = (retried: boolean): Promise<IncomingMessage> =>
+    new Promise((resolve, reject) => {
+      const req = (secure ? https : http).request(url, {
+        method: "POST",
+        headers,
+        agent: secure ? httpsAgent : httpAgent,
+        signal: call.signal,
+      });
+      const fail = (message: string) => req.destroy(new Error(message));
+      const firstByte = setTimeout(() => fail(`no answer within ${firstByteMs} ms`), firstByteMs);
+      req.once("socket", (socket) => {
+        if (!socket.connecting) return;
+        const connectTimer = setTimeout(() => fail(`could not connect within ${connectMs} ms`), connectMs);
+        socket.once(secure ? "secureConnect" : "connect", () => clearTimeout(connectTimer));
+        req.once("close", () => clearTimeout(connectTimer));
+      });
+      req.once("close", () => clearTimeout(firstByte));
+      req.once("response", (res) => {
+        clearTimeout(firstByte);
+        const socket = res.socket;
+        const onIdle = () =>
+          res.destroy(new InferenceError(504, "internal", `the upstream sent nothing for ${idleMs} ms`));
+        socket.setTimeout(idleMs);
+        socket.on("timeout", onIdle);
+        res.once("close", () => {
+          socket.setTimeout(0);
+          socket.off("timeout", onIdle);
+        });
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) return resolve(res);
+        readAll(res).then(
+          (text) => reject(new UpstreamStatusError(status, errorMessage(text, status))),
+          () => reject(new UpstreamStatusError(status, `HTTP ${status}`)),
+        );
+      });
+      req.once("error", (err: NodeJS.ErrnoException) => {
+        // A kept-alive connection closed by the upstream just as it was reused: never reached it.
+        if (!retried && req.reusedSocket && err.code === "ECONNRESET") attempt(true).then(resolve, reject);
+        else reject(err);
+      });
+      req.end(payload);
+    });
+  return attempt(false);
+}
+
+async function readAll(res: IncomingMessage): Promise<string> {
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) {
+    text += chunk as string;
+    if (text.length > 64 * 1024) break;
+  }
+  return text;
+}
+
+/** OpenAI's `{error: {message}}`, TGI's `{error: "…"}`, Ollama's, or the text itself (shortened). */
+function errorMessage(text: string, status: number): string {
+  try {
+    const body = JSON.parse(text) as { error?: string | { message?: string }; message?: string; detail?: unknown };
+    const m =
+      typeof body.error === "string"
+        ? body.error
+        : (body.error?.message ?? body.message ?? (body.detail ? JSON.stringify(body.detail) : undefined));
+    if (m) return m.slice(0, 1000);
+  } catch {
+    // not JSON
+  }
+  return text.trim().slice(0, 1000) || `HTTP ${status}`;
+}
+
+type UpstreamLogprobs = {
+  // text completions
+  tokens?: string[];
+  token_logprobs?: (number | null)[];
+  top_logprobs?: (Record<string, number> | null)[] | null;
+  // chat
+  content?: { token: string; logprob: number; top_logprobs?: { token: string; logprob: number }[] }[] | null;
+};
+type UpstreamChoice = {
+  index?: number;
+  text?: string;
+  delta?: { content?: string | null };
+  message?: { content?: string | null };
+  logprobs?: UpstreamLogprobs | null;
+  finish_reason?: string | null;
+  stop_reason?: string | number | null;
+};
+type UpstreamChunk = {
+  choices?: UpstreamChoice[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null;
+  error?: string | { message?: string };
+};
+
+/** The platform's logprob entries for one chunk (the token ids are not known: -1). */
+function toLogprobs(lp: UpstreamLogprobs | null | undefined, k: number): GeneratedTokenLogprobs[] | undefined {
+  if (!lp) return undefined;
+  if (lp.content)
+    return lp.content.map((t) => ({
+      token: t.token,
+      token_id: -1,
+      logprob: t.logprob,
+      top_logprobs: (t.top_logprobs ?? [])
+        .slice(0, k)
+        .map((a) => ({ token: a.token, token_id: -1, logprob: a.logprob })),
+    }));
+  if (!lp.tokens) return undefined;
+  return lp.tokens.map((token, i) => ({
+    token,
+    token_id: -1,
+    logprob: lp.token_logprobs?.[i] ?? 0,
+    top_logprobs: Object.entries(lp.top_logprobs?.[i] ?? {})
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([t, logprob]) => ({ token: t, token_id: -1, logprob })),
+  }));
+}
+
+/**
+ * The events of one network read with each run of text deltas of a choice (without logprobs)
+ * joined into one: when the upstream is ahead of the app (a fast server, a slow client), the
+ * app sends fewer, larger chunks instead of falling further behind. Nothing is held back.
+ */
+function coalesce(events: GenerationStreamEvent[]): GenerationStreamEvent[] {
+  if (events.length < 2) return events;
+  const out: GenerationStreamEvent[] = [];
+  for (const e of events) {
+    const last = out.at(-1);
+    if (e.type === "delta" && !e.logprobs && last?.type === "delta" && !last.logprobs && last.index === e.index)
+      out[out.length - 1] = { ...last, text: last.text + e.text };
+    else out.push(e);
+  }
+  return out;
+}
+
+/** The upstream's server-sent events (or one JSON answer, from a server that does not stream) as generation events. */
+async function* readUpstream(
+  res: IncomingMessage,
+  request: GenerationRequestInput,
+  backend: string,
+  signal: AbortSignal | undefined,
+): AsyncIterable<GenerationStreamEvent> {
+  const k = request.logprobs ?? 0;
+  const finished = new Set<number>();
+  let usage: GenerationUsage | undefined;
+  let counted = 0;
+  let sawDone = false;
+  const fromChunk = function* (chunk: UpstreamChunk): Iterable<GenerationStreamEvent> {
+    if (chunk.error) {
+      const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? "unknown error");
+      throw new InferenceError(502, "internal", `the ${backend} upstream failed: ${m}`);
+    }
+    for (const c of chunk.choices ?? []) {
+      const index = c.index ?? 0;
+      const text = c.text ?? c.delta?.content ?? c.message?.content ?? "";
+      const logprobs = toLogprobs(c.logprobs, k);
+      if (text || logprobs?.length) {
+        counted += logprobs?.length || 1;
+        yield { type: "delta", index, text, ...(request.logprobs && logprobs ? { logprobs } : {}) };
+      }
+      if (c.finish_reason && !finished.has(index)) {
+        finished.add(index);
+        const reason: FinishReason = c.finish_reason === "length" ? "length" : "stop";
+        yield {
+          type: "finish",
+          index,
+          finish_reason: reason,
+          stop: typeof c.stop_reason === "string" ? c.stop_reason : null,
+        };
+      }
+    }
+    if (chunk.usage) {
+      const p = chunk.usage.prompt_tokens ?? 0;
+      const c = chunk.usage.completion_tokens ?? 0;
+      usage = { prompt_tokens: p, completion_tokens: c, total_tokens: chunk.usage.total_tokens ?? p + c };
+    }
+  };
+  try {
+    res.setEncoding("utf8");
+    if (!String(res.headers["content-type"] ?? "").includes("text/event-stream")) {
+      let text = "";
+      for await (const chunk of res) text += chunk as string;
+      yield* fromChunk(JSON.parse(text) as UpstreamChunk);
+      sawDone = true;
+    } else {
+      // Read to the end of the body, [DONE] included: leaving it early would destroy the socket,
+      // and the next request would pay for a new connection.
+      let buffer = "";
+      const batch: GenerationStreamEvent[] = [];
+      for await (const chunk of res) {
+        buffer += chunk as string;
+        let start = 0;
+        let nl: number;
+        while ((nl = buffer.indexOf("\n", start)) >= 0) {
+          const line = buffer.slice(start, nl);
+          start = nl + 1;
+          if (sawDone || !line.startsWith("data:")) continue; // blank lines, comments, event names, ids
+          const data = line.slice(line.startsWith("data: ") ? 6 : 5).replace(/\r$/, "");
+          if (data === "[DONE]") sawDone = true;
+          else for (const e of fromChunk(JSON.parse(data) as UpstreamChunk)) batch.push(e);
+        }
+        buffer = buffer.slice(start);
+        yield* coalesce(batch);
+        batch.length = 0;
+      }
+    }
+  } catch (e) {
+    if (signal?.aborted)
+      throw signal.reason instanceof Error ? signal.reason : new DOMException("aborted", "AbortError");
+    if (e instanceof InferenceError) throw e;
+    throw new InferenceError(502, "internal", `the ${backend} upstream broke off the stream: ${(e as Error).message}`);
+  } finally {
+    if (!res.complete) res.destroy();
+  }
+  const n = request.n ?? 1;
+  if (!sawDone && finished.size < n)
+    throw new InferenceError(502, "internal", `the ${backend} upstream closed the stream before it finished`);
+  for (let i = 0; i < n; i++)
+    if (!finished.has(i)) yield { type: "finish", index: i, finish_reason: "stop", stop: null };
+  // A server that does not report usage: the tokens counted from the stream, no prompt tokens.
+  yield { type: "done", usage: usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted } };
+}

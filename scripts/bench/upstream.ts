@@ -1,0 +1,177 @@
+// `npm run bench -- upstream [--quick] [--upstream-ttft-ms N] [--embedded]`: an upstream
+// deployment (production app, real Postgres, no worker) in front of a local OpenAI-compatible
+// server that streams as fast as it can (one token per SSE event, a turn of the event loop between
+// them), against the same server called straight. Figures, measured in the same run:
+//   ttft_vs_direct        median time to the first token through the app (deployment POST
+//                         stream:true) / straight to the upstream's /v1/completions  (goal ≤ 1.1)
+//   ttft_added_ms         the difference of the two medians                          (goal < 5 ms)
+//   throughput_vs_direct  tokens/s of 32 concurrent streams through the app / straight (goal ≥ 0.95)
+// `--upstream-ttft-ms` makes the upstream wait that long before its first token (a GPU server's
+// prefill); by default it answers at once, which makes the ratio the hardest it can be.
+import { spawn } from "node:child_process";
+import type { IncomingMessage } from "node:http";
+import { connect } from "@/lib/db/client";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createDeployment } from "@/lib/services/deployments";
+import { createTeam, setTeamLimits } from "@/lib/services/teams";
+import { freshDatabase, openRequest, percentile, round, startProductionApp, UNLIMITED } from "./_harness";
+
+const arg = (args: string[], name: string, fallback: number) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+
+/**
+ * The fast upstream, in a process of its own (so that it does not share the load generator's
+ * thread): /v1/completions streamed, `max_tokens` tokens, then the usage and [DONE].
+ */
+const UPSTREAM_SOURCE = `
+const http = require("node:http");
+const ttftMs = Number(process.argv[1] || 0);
+const server = http.createServer((req, res) => {
+  let raw = "";
+  req.on("data", (c) => (raw += c));
+  req.on("end", async () => {
+    const body = JSON.parse(raw);
+    const n = body.max_tokens || 16;
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    if (ttftMs > 0) await new Promise((r) => setTimeout(r, ttftMs));
+    for (let i = 0; i < n && !res.destroyed; i++) {
+      const finish = i === n - 1 ? '"length"' : "null";
+      res.write('data: {"id":"cmpl-b","object":"text_completion","model":"' + body.model +
+        '","choices":[{"index":0,"text":" tok' + i + '","logprobs":null,"finish_reason":' + finish + '}]}\\n\\n');
+      await new Promise((r) => setImmediate(r));
+    }
+    res.write('data: {"id":"cmpl-b","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":' + n +
+      ',"total_tokens":' + (n + 8) + '}}\\n\\n');
+    res.end("data: [DONE]\\n\\n");
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+`;
+
+async function fastUpstream(ttftMs: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const child = spawn(process.execPath, ["-e", UPSTREAM_SOURCE, String(ttftMs)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once("data", (d: Buffer) => resolve(d.toString().trim()));
+    child.once("exit", (code) => reject(new Error(`the fast upstream exited (${code})`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise((r) => {
+        child.once("exit", () => r());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+/** One streamed request: ms to the first event with text, and the text events it carried. */
+async function stream(url: string, headers: Record<string, string>, body: unknown) {
+  const started = performance.now();
+  const res: IncomingMessage = await openRequest(url, {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`);
+  let ttft = -1;
+  let tokens = 0;
+  let tail = "";
+  for await (const chunk of res) {
+    const text = tail + (chunk as Buffer).toString();
+    const parts = text.split("\n\n");
+    tail = parts.pop()!;
+    for (const p of parts) {
+      // The upstream's tokens are " tok<i>": the platform's chunks may carry several at once.
+      const n = p.match(/ tok\d+/g)?.length ?? 0;
+      if (n > 0 && ttft < 0) ttft = performance.now() - started;
+      tokens += n;
+    }
+  }
+  return { ttft, tokens };
+}
+
+export default async function bench(args: string[]) {
+  const quick = args.includes("--quick");
+  const upstreamTtftMs = arg(args, "--upstream-ttft-ms", 0);
+  const upstream = await fastUpstream(upstreamTtftMs);
+  const db = await freshDatabase("upstream", args);
+  let app: Awaited<ReturnType<typeof startProductionApp>> | undefined;
+  try {
+    const handle = connect(db.url, { max: 1 });
+    const team = await createTeam(handle.db, { slug: "bench" });
+    await setTeamLimits(handle.db, { teamId: team.id, limits: UNLIMITED });
+    const key = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
+    await createDeployment(handle.db, {
+      teamId: team.id,
+      name: "up",
+      upstream: { kind: "vllm", urls: [upstream.url], model: "fast" },
+    });
+    await handle.close();
+    app = await startProductionApp(db.url);
+
+    const viaApp = (body: Record<string, unknown>) =>
+      stream(`${app!.base}/deployments/bench/up`, { authorization: `Bearer ${key}` }, { ...body, stream: true });
+    const direct = (body: Record<string, unknown>) =>
+      stream(`${upstream.url}/v1/completions`, {}, { model: "fast", ...body, stream: true });
+
+    // Warm-up: the app's routes, caches and connections.
+    for (let i = 0; i < 30; i++) {
+      await viaApp({ prompt: "warm", max_tokens: 4 });
+      await direct({ prompt: "warm", max_tokens: 4 });
+    }
+
+    // Time to first token, one request at a time, the two sides interleaved.
+    const rounds = quick ? 60 : 300;
+    const ttApp: number[] = [];
+    const ttDirect: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      ttDirect.push((await direct({ prompt: "Hello", max_tokens: 8 })).ttft);
+      ttApp.push((await viaApp({ prompt: "Hello", max_tokens: 8 })).ttft);
+    }
+    const medApp = percentile(ttApp, 50);
+    const medDirect = percentile(ttDirect, 50);
+    console.log(
+      `ttft median: direct ${medDirect.toFixed(2)} ms, through the app ${medApp.toFixed(2)} ms ` +
+        `(p90 ${percentile(ttDirect, 90).toFixed(2)} / ${percentile(ttApp, 90).toFixed(2)} ms), upstream ttft ${upstreamTtftMs} ms`,
+    );
+
+    // Throughput: 32 concurrent streams for a while, each side on its own.
+    const streams = 32;
+    const tokensPer = quick ? 64 : 256;
+    const seconds = quick ? 3 : 8;
+    const rate = async (fn: typeof viaApp) => {
+      const deadline = performance.now() + seconds * 1000;
+      const start = performance.now();
+      let tokens = 0;
+      await Promise.all(
+        Array.from({ length: streams }, async () => {
+          while (performance.now() < deadline) tokens += (await fn({ prompt: "Go", max_tokens: tokensPer })).tokens;
+        }),
+      );
+      return tokens / ((performance.now() - start) / 1000);
+    };
+    const directRate = await rate(direct);
+    const appRate = await rate(viaApp);
+    console.log(
+      `32 streams of ${tokensPer} tokens: direct ${Math.round(directRate)} tokens/s, through the app ${Math.round(appRate)} tokens/s`,
+    );
+
+    console.log(
+      JSON.stringify({
+        bench: "upstream",
+        ttft_vs_direct: round(medApp / medDirect),
+        ttft_added_ms: round(medApp - medDirect),
+        throughput_vs_direct: round(appRate / directRate),
+      }),
+    );
+  } finally {
+    await app?.stop();
+    await upstream.close();
+    await db.drop();
+  }
+}
