@@ -4,6 +4,7 @@
 // cost the app about twice the CPU per relayed token of a Node stream read in chunks.
 import http, { type IncomingMessage } from "node:http";
 import { env } from "@/lib/env";
+import { boundedRequest } from "@/lib/net/bounded-request";
 import type {
   GenerationErrorBody,
   GenerationRequestInput,
@@ -129,47 +130,20 @@ export class InferenceClient {
       headers["content-type"] = "application/json";
       headers["content-length"] = String(Buffer.byteLength(payload));
     }
-    const attempt = (retried: boolean): Promise<IncomingMessage> =>
-      new Promise((resolve, reject) => {
-        const req = http.request(`${this.opts.url}${path}`, { method, headers, agent, signal });
-        const fail = (message: string) => req.destroy(new WorkerTimeoutError(message));
-        const responseTimer = setTimeout(() => fail(`the worker did not answer within ${responseMs} ms`), responseMs);
-        req.once("socket", (socket) => {
-          if (!socket.connecting) return; // a kept-alive connection
-          const connectTimer = setTimeout(
-            () => fail(`could not connect to the worker within ${connectMs} ms`),
-            connectMs,
-          );
-          socket.once("connect", () => clearTimeout(connectTimer));
-          req.once("close", () => clearTimeout(connectTimer));
-        });
-        req.once("close", () => clearTimeout(responseTimer));
-        req.once("response", (res) => {
-          clearTimeout(responseTimer);
-          // Every gap in the body is bounded too (the worker sends keep-alive blank lines). The
-          // socket is kept alive for later requests: the timer and its listener go with this response.
-          const socket = res.socket;
-          const onIdle = () =>
-            res.destroy(new InferenceError(504, "internal", `the worker sent nothing for ${idleMs} ms`));
-          socket.setTimeout(idleMs);
-          socket.on("timeout", onIdle);
-          res.once("close", () => {
-            socket.setTimeout(0);
-            socket.off("timeout", onIdle);
-          });
-          const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) resolve(res);
-          else toError(res).then(reject, reject);
-        });
-        req.once("error", (err: NodeJS.ErrnoException) => {
-          // A kept-alive connection the worker closed just as we reused it: the request never
-          // reached the worker, so it is safe to send once more on a new connection.
-          if (!retried && req.reusedSocket && err.code === "ECONNRESET") attempt(true).then(resolve, reject);
-          else reject(err);
-        });
-        req.end(payload);
-      });
-    return attempt(false);
+    return boundedRequest({
+      url: `${this.opts.url}${path}`,
+      method,
+      headers,
+      body: payload,
+      agent,
+      signal,
+      bounds: { connectMs, firstByteMs: responseMs, idleMs },
+      peer: "the worker",
+      timeoutError: (message) => new WorkerTimeoutError(message),
+      // The worker sends keep-alive blank lines: a silent body means a frozen worker.
+      idleError: (message) => new InferenceError(504, "internal", message),
+      refused: toError,
+    });
   }
 }
 

@@ -18,6 +18,7 @@ import type {
   GenerationUsage,
 } from "../../contracts/generation";
 import { env } from "../../env";
+import { boundedRequest } from "../../net/bounded-request";
 import { ApiError, type ErrorType } from "../../errors";
 import { logger } from "../../observe/log";
 import { InferenceError, type CallOptions } from "../client";
@@ -195,50 +196,23 @@ function post(
   };
   if (key) headers.authorization = `Bearer ${key}`;
   if (call.requestId) headers["x-request-id"] = call.requestId;
-  const secure = url.startsWith("https:");
-  const attempt = (retried: boolean): Promise<IncomingMessage> =>
-    new Promise((resolve, reject) => {
-      const req = (secure ? https : http).request(url, {
-        method: "POST",
-        headers,
-        agent: secure ? httpsAgent : httpAgent,
-        signal: call.signal,
-      });
-      const fail = (message: string) => req.destroy(new Error(message));
-      const firstByte = setTimeout(() => fail(`no answer within ${firstByteMs} ms`), firstByteMs);
-      req.once("socket", (socket) => {
-        if (!socket.connecting) return;
-        const connectTimer = setTimeout(() => fail(`could not connect within ${connectMs} ms`), connectMs);
-        socket.once(secure ? "secureConnect" : "connect", () => clearTimeout(connectTimer));
-        req.once("close", () => clearTimeout(connectTimer));
-      });
-      req.once("close", () => clearTimeout(firstByte));
-      req.once("response", (res) => {
-        clearTimeout(firstByte);
-        const socket = res.socket;
-        const onIdle = () =>
-          res.destroy(new InferenceError(504, "internal", `the upstream sent nothing for ${idleMs} ms`));
-        socket.setTimeout(idleMs);
-        socket.on("timeout", onIdle);
-        res.once("close", () => {
-          socket.setTimeout(0);
-          socket.off("timeout", onIdle);
-        });
-        const status = res.statusCode ?? 0;
-        if (status >= 200 && status < 300) return resolve(res);
-        readAll(res).then(
-          (text) => reject(new UpstreamStatusError(status, errorMessage(text, status))),
-          () => reject(new UpstreamStatusError(status, `HTTP ${status}`)),
-        );
-      });
-      req.once("error", (err: NodeJS.ErrnoException) => {
-        // A kept-alive connection closed by the upstream just as it was reused: never reached it.
-        if (!retried && req.reusedSocket && err.code === "ECONNRESET") attempt(true).then(resolve, reject);
-        else reject(err);
-      });
-      req.end(payload);
-    });
-  return attempt(false);
+  return boundedRequest({
+    url,
+    method: "POST",
+    headers,
+    body: payload,
+    agent: url.startsWith("https:") ? httpsAgent : httpAgent,
+    signal: call.signal,
+    bounds: { connectMs, firstByteMs, idleMs },
+    peer: "the upstream",
+    timeoutError: (message) => new Error(message),
+    idleError: (message) => new InferenceError(504, "internal", message),
+    refused: async (res) => {
+      const status = res.statusCode ?? 0;
+      const text = await readAll(res).catch(() => undefined);
+      return new UpstreamStatusError(status, text === undefined ? `HTTP ${status}` : errorMessage(text, status));
+    },
+  });
 }
 
 async function readAll(res: IncomingMessage): Promise<string> {
