@@ -192,6 +192,30 @@ describe("the platform's own OpenAI endpoint as an upstream", () => {
     const after = await client(b.apiKey).get("/v1/usage");
     expect(JSON.stringify(after.json)).not.toBe(JSON.stringify(before.json));
   });
+  it("captures an upstream completion into its own team's pipeline, like a local one", async () => {
+    await ready;
+    const created = await client(b.apiKey).post("/v1/pipelines/create", { name: "upstream captures" });
+    expect(created.status, created.text).toBe(200);
+    const messages = [{ role: "user" as const, content: "Tell me" }];
+    const reply = await openai(b.apiKey).chat.completions.create(
+      { model: `${b.slug}/${remote.name}`, messages, max_tokens: 8, temperature: 0, stream: true },
+      { headers: { "X-Pipeline-Id": created.json.id, "X-Pipeline-User-Id": "u-up" } },
+    );
+    let text = "";
+    for await (const chunk of reply) text += chunk.choices[0]?.delta?.content ?? "";
+    let listed: { url: string; userId: string | null }[] = [];
+    await expect
+      .poll(
+        async () => {
+          listed = (await client(b.apiKey).post(`/v1/pipelines/${created.json.id}/samples`, {})).json;
+          return listed.length;
+        },
+        { timeout: 15_000, interval: 50 },
+      )
+      .toBe(1);
+    expect(listed[0]!.userId).toBe("u-up");
+    expect(await (await fetch(listed[0]!.url)).json()).toEqual([...messages, { role: "assistant", content: text }]);
+  });
 });
 
 describe("parameter mapping per kind", () => {
