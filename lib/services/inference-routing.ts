@@ -85,12 +85,14 @@ export async function workersFor(
   db: DbOrTx,
   key: string,
   signal?: AbortSignal,
-  options: { fresh?: boolean } = {},
+  options: { fresh?: boolean; exclude?: ReadonlySet<string> } = {},
 ): Promise<LiveWorker[]> {
   const started = Date.now();
   const unknownWaitMs = Math.min(2 * env().WORKER_HEARTBEAT_SECONDS * 1000, 10_000);
   for (let attempt = 0; ; attempt++) {
-    const live = await liveWorkers(db, { fresh: options.fresh || attempt > 0 });
+    const live = (await liveWorkers(db, { fresh: options.fresh || attempt > 0 })).filter(
+      (w) => !options.exclude?.has(w.id),
+    );
     const serving = live.filter((w) => w.models.includes(key));
     if (serving.length > 0) {
       const start = turn++ % serving.length;
@@ -189,9 +191,11 @@ export async function withWorker<T>(
       logger().warn({ worker: w.id, address: w.address, err: (e as Error).message }, "worker unreachable");
     }
     // Every worker of the (cached) registry failed: one fresh read may know a new one (a worker
-    // restarted a moment ago registers under a new id and address).
+    // restarted a moment ago registers under a new id and address). The workers tried are left
+    // out before anything else, so a new worker still loading the model is waited for as when
+    // no worker serves it yet, rather than the request failing on the dead one's fresh row.
     if (i === candidates.length - 1 && !last) {
-      const fresh = (await workersFor(db, key, signal, { fresh: true })).filter((f) => !tried.has(f.id));
+      const fresh = await workersFor(db, key, signal, { fresh: true, exclude: tried });
       candidates = [...candidates, ...fresh];
     }
   }
