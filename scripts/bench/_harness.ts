@@ -255,3 +255,11 @@ export async function startWorkerProcess(
     await sql.end();
   }
 }
+
+/** Stops a worker started by startWorkerProcess (SIGTERM) and waits for it; nothing if it is gone. */
+export async function stopWorkerProcess(worker: ChildProcess | undefined): Promise<void> {
+  if (!worker || worker.exitCode !== null) return;
+  const exited = new Promise((r) => worker.once("exit", r));
+  worker.kill("SIGTERM");
+  await exited;
+}

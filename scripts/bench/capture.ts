@@ -23,7 +23,15 @@ import { createDeployment } from "@/lib/services/deployments";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam, setTeamLimits } from "@/lib/services/teams";
 import { cachedTinyModel } from "../tiny-model/generate";
-import { freshDatabase, openRequest, percentile, startProductionApp, startWorkerProcess, UNLIMITED } from "./_harness";
+import {
+  freshDatabase,
+  openRequest,
+  percentile,
+  startProductionApp,
+  startWorkerProcess,
+  UNLIMITED,
+  stopWorkerProcess,
+} from "./_harness";
 
 // The production app of the harness signs with this secret; the worker derives the shared one from it.
 const AUTH_SECRET = "bench-secret-0123456789-0123456789-abc";
@@ -159,11 +167,7 @@ export default async function bench(args: string[]) {
     );
   } finally {
     await sql.end();
-    if (worker && worker.exitCode === null) {
-      const exited = new Promise((r) => worker!.once("exit", r));
-      worker.kill("SIGTERM");
-      await exited;
-    }
+    await stopWorkerProcess(worker);
     await app?.stop();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });

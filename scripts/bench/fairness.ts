@@ -26,6 +26,7 @@ import {
   startProductionApp,
   startWorkerProcess,
   UNLIMITED,
+  stopWorkerProcess,
 } from "./_harness";
 
 const AUTH_SECRET = "bench-secret-0123456789-0123456789-abc";
@@ -123,11 +124,7 @@ export default async function fairness(args: string[]) {
       }),
     );
   } finally {
-    if (worker && worker.exitCode === null) {
-      const exited = new Promise((r) => worker!.once("exit", r));
-      worker.kill("SIGTERM");
-      await exited;
-    }
+    await stopWorkerProcess(worker);
     await app?.stop();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });

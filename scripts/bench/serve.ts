@@ -30,6 +30,7 @@ import {
   startProductionApp,
   startWorkerProcess,
   UNLIMITED,
+  stopWorkerProcess,
 } from "./_harness";
 
 const PROMPT = "Once upon a time there was a small village near a river. The people of the village were";
@@ -179,11 +180,7 @@ export default async function bench(args: string[]) {
       JSON.stringify({ bench: "serve", ttft_http_vs_engine: round(ttftRatio), http8_vs_engine8: round(rateRatio) }),
     );
   } finally {
-    if (worker && worker.exitCode === null) {
-      const exited = new Promise((r) => worker!.once("exit", r));
-      worker.kill("SIGTERM");
-      await exited;
-    }
+    await stopWorkerProcess(worker);
     await app?.stop();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });
