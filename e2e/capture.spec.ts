@@ -1,14 +1,16 @@
 import { expect, test } from "@playwright/test";
-import { createPipeline, shot, signIn } from "./pages";
+import { createDeploymentFor, createPipeline, shot, signUp, uniqueEmail } from "./pages";
 
 // Playground "save to pipeline" → the pipeline holds the completion, whose preview shows how it was generated.
 test("the playground saves a completion to a pipeline; the preview shows its generation facts", async ({ page }) => {
-  await signIn(page, process.env.E2E_DEMO_EMAIL!, process.env.E2E_DEMO_PASSWORD!);
-  await expect(page).toHaveURL(/\/pipelines$/);
+  // A team of its own: the demo team's pipeline list stays as the other specs expect it.
+  const email = uniqueEmail("capture");
+  await signUp(page, { email, teamName: "Capture team" });
+  await createDeploymentFor(email, "harbour");
   const name = `captured-${Date.now().toString(36)}`;
   const pipelineId = await createPipeline(page, name);
 
-  await page.goto("/playground?deployment=demo");
+  await page.goto("/playground?deployment=harbour");
   await page.getByLabel("Save to pipeline").selectOption({ label: name });
   await page.getByLabel("Max tokens").fill("8");
   await page.getByLabel("Seed").fill("7");
@@ -26,7 +28,7 @@ test("the playground saves a completion to a pipeline; the preview shows its gen
   await expect(panel.locator('[data-role="user"]')).toContainText("The harbour at dawn");
   await expect(panel.locator('[data-role="assistant"]')).toContainText(completion!.trim());
   const facts = panel.getByTestId("sample-generation");
-  await expect(facts).toContainText("/demo");
+  await expect(facts).toContainText("/harbour");
   await expect(facts).toContainText(/finish reason\s*(stop|length)/);
   await expect(facts).toContainText(/tokens\s*\d+ prompt · \d+ completion/);
   await shot(page, "26-captured-sample-panel");

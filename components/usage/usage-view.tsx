@@ -35,6 +35,8 @@ export function UsageView() {
   const q = useQuery({
     queryKey: ["usage", from, to],
     queryFn: ({ signal }) => uiFetch<UsageDashboard>(`/api/ui/usage?from=${from}&to=${to}`, { signal }),
+    // The page says new completions show up within a few seconds: it refreshes itself.
+    refetchInterval: 5_000,
   });
   return (
     <div className="space-y-6">
