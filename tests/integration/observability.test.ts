@@ -9,7 +9,7 @@ import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
-import { complete, makeDeployment } from "../helpers/deployments";
+import { complete, makeDeployment, noEosBias } from "../helpers/deployments";
 import { scratchDatabase } from "../helpers/scratch-database";
 import { startApp, startWorker } from "../setup/global-setup";
 
@@ -52,7 +52,13 @@ describe("metrics", () => {
     const pipeline = (await api.post("/v1/pipelines/create", { name: "metered" })).json.id as string;
     for (let i = 0; i < 3; i++)
       await api.post(`/v1/pipelines/${pipeline}/add`, { messages: [{ role: "user", content: "m" }] });
-    const done = await complete(dep, team.modelKey, { prompt: "Hello", max_tokens: 3, stream: true });
+    // End of text is banned: the random model could otherwise end before its third token.
+    const done = await complete(dep, team.modelKey, {
+      prompt: "Hello",
+      max_tokens: 3,
+      stream: true,
+      logit_bias: await noEosBias(),
+    });
     expect(done.status).toBe(200);
 
     // A stream is counted once its last event has gone out, a moment after the client read it.

@@ -10,7 +10,7 @@ import { CompletionsChunk, CompletionsResponse, ModelList, type TextLogprobs } f
 import { UsageResponse } from "@/lib/contracts/usage";
 import { setTeamLimits } from "@/lib/services/teams";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
-import { complete, makeDeployment, makeTeamWithDeployment, parseSse } from "../helpers/deployments";
+import { complete, makeDeployment, makeTeamWithDeployment, noEosBias, parseSse } from "../helpers/deployments";
 import { expectDocumented } from "../helpers/openapi";
 
 const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
@@ -297,7 +297,15 @@ describe("POST /v1/completions", () => {
     const open = await fetch(`${baseUrl}/v1/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: dep.name, prompt: "Once upon a time", max_tokens: 200, stream: true }),
+      // End of text is banned, so the stream spends more than the 40 tokens (the random model
+      // could otherwise stop early).
+      body: JSON.stringify({
+        model: dep.name,
+        prompt: "Once upon a time",
+        max_tokens: 200,
+        stream: true,
+        logit_bias: await noEosBias(),
+      }),
     });
     expect(open.status).toBe(200);
     const busy = await api.post("/v1/completions", { model: dep.name, prompt: "Hi", max_tokens: 2 });
