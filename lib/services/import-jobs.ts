@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { MAX_IMPORT_REFUSALS, type ImportRefusal } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { rawSql } from "../db/raw";
-import { insertSampleRows, type NewSample } from "./sample-rows";
+import { sampleInsertCtes, type NewSample } from "./sample-rows";
 
 /**
  * The worker's side of imports (workers/importer): claiming PROCESSING rows under a lease, and
@@ -109,26 +109,31 @@ export async function storeImportChunk(
   input: { id: string; owner: string; leaseSeconds: number; chunk: ImportChunk },
 ): Promise<number> {
   const { chunk } = input;
-  return db.transaction(async (tx) => {
-    const held = await tx.execute(sql`
+  const sql = rawSql(db);
+  // One statement (one round trip, its own transaction): the worker parses the next chunk while
+  // this one is stored, and every extra round trip would wait for that parse to yield. The lease
+  // row is locked first; the samples go in only while it is held, and the progress moves only if
+  // they could go in (their pipeline is live), so nothing is written when either check fails.
+  const [row] = await sql<{ held: boolean; live: boolean; stored: number }[]>`
+    with lease as (
+      select id from imports
+      where id = ${input.id} and lease_owner = ${input.owner} and status = 'PROCESSING'
+      for update
+    ), ${sampleInsertCtes(sql, chunk.rows, { skipExisting: true, gate: sql`exists (select 1 from lease)` })},
+    progress as (
       update imports set bytes_read = ${chunk.bytesRead}, lines_read = ${chunk.linesRead},
         refused = refused + ${chunk.refused},
         refusals = case when jsonb_array_length(refusals) < ${MAX_IMPORT_REFUSALS}
                         then refusals || ${JSON.stringify(chunk.refusals)}::jsonb else refusals end,
+        imported = imported + (select count(*) from s),
         lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}), updated_at = now()
-      where ${leaseHeld(input.id, input.owner)} returning id`);
-    if (held.length === 0) throw new ImportLeaseLost();
-    const stored =
-      chunk.rows.length > 0 ? (await insertSampleRows(rawSql(tx), chunk.rows, { skipExisting: true })).size : 0;
-    if (stored < chunk.rows.length) {
-      const [live] = await tx.execute(
-        sql`select 1 from pipelines where id = ${chunk.rows[0]!.pipelineId} and deleted_at is null`,
-      );
-      if (!live) throw new ImportPipelineGone();
-    }
-    await tx.execute(sql`update imports set imported = imported + ${stored} where id = ${input.id}`);
-    return stored;
-  });
+      where id in (select id from lease) and (${chunk.rows.length} = 0 or exists (select 1 from p))
+    )
+    select exists (select 1 from lease) as held, exists (select 1 from p) as live,
+           (select count(*) from s)::int as stored`;
+  if (!row!.held) throw new ImportLeaseLost();
+  if (chunk.rows.length > 0 && !row!.live) throw new ImportPipelineGone();
+  return row!.stored;
 }
 
 /** PROCESSING → READY (fenced); false when the lease was lost. */

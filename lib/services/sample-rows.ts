@@ -46,16 +46,34 @@ export async function insertSampleRows(
   rows: NewSample[],
   options: { skipExisting?: boolean } = {},
 ): Promise<Set<string>> {
+  const inserted = await sql<{ id: string }[]>`
+    with ${sampleInsertCtes(sql, rows, options)}
+    select id from s`;
+  return new Set(inserted.map((r) => r.id));
+}
+
+/**
+ * The CTEs of insertSampleRows, for statements that do more in the same round trip: `r` (the
+ * rows), `p` (their live pipelines, locked), `s` (the samples inserted: id, pipeline_id,
+ * created_at, metadata) and `l` (their labels). `gate`: a condition that must hold for anything
+ * to be inserted (it may name other CTEs of the statement, e.g. a lease checked before these).
+ */
+export function sampleInsertCtes(
+  sql: postgres.Sql | postgres.TransactionSql,
+  rows: NewSample[],
+  options: { skipExisting?: boolean; gate?: postgres.PendingQuery<postgres.Row[]> } = {},
+) {
   const payload = `[${rows.map((r) => r.json).join(",")}]`;
   const conflict = options.skipExisting ? sql`on conflict (id) do nothing` : sql``;
-  const inserted = await sql<{ id: string }[]>`
-    with r as (
+  const gate = options.gate ? sql`and ${options.gate}` : sql``;
+  return sql`
+    r as (
       select * from rows from (jsonb_to_recordset(${payload}::jsonb) as (
         id text, pipeline_id text, team_id text, messages jsonb, length int,
         user_id text, group_id text, metadata jsonb, generation jsonb)
       ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
     ), p as (
-      select id, team_id from pipelines where id in (select pipeline_id from r) and deleted_at is null
+      select id, team_id from pipelines where id in (select pipeline_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (
       insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation)
@@ -68,7 +86,5 @@ export async function insertSampleRows(
       insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
       select s.pipeline_id, kv.key, kv.value, s.created_at, s.id
       from s, jsonb_each_text(coalesce(s.metadata, '{}'::jsonb)) kv
-    )
-    select id from s`;
-  return new Set(inserted.map((r) => r.id));
+    )`;
 }
