@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { prefixUpperBound } from "@/lib/services/selection-query";
 import { rowSplitter } from "./copy-rows";
-import { inValidation, openAiChatRefusal, SeenConversations } from "./sample-checks";
+import { inValidation, openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { niceBinWidth, TokenTally } from "./token-stats";
 
 const m = (role: string, content: string) => ({ role, content });
@@ -56,6 +56,30 @@ describe("SeenConversations", () => {
     for (let i = 0; i < 20_000; i += 7) expect(seen.add([m("user", `  q${i}\n`)])).toBe(false);
     expect(seen.add([m("assistant", "q1")])).toBe(true); // the role counts
     expect(seen.add([m("user", "q1"), m("user", "")])).toBe(true); // so does every message
+  });
+
+  it("never mistakes one conversation for another whose fields run together", () => {
+    const seen = new SeenConversations();
+    const conversations: Message[][] = [
+      [m("user", "ab"), m("user", "c")],
+      [m("user", "a"), m("user", "bc")],
+      [m("user", "abc")],
+      [m("user1", "x")],
+      [m("user", "1x")],
+      [{ role: "user", content: null }],
+      [{ role: "user", content: "" }],
+      [{ role: "user", content: "null" }],
+      [{ role: "user", content: "-" }],
+      [{ role: "user", content: "x", name: "a" }],
+      [{ role: "user", content: "x", name: "b" }],
+      [{ role: "user", content: 'x+9:{"name":"a"}' }],
+      [{ role: "user", content: "x;1:u" }],
+      [m("user", "x"), m("u", "")],
+    ];
+    for (const c of conversations) expect(seen.add(c), JSON.stringify(c)).toBe(true);
+    for (const c of conversations) expect(seen.add(structuredClone(c)), JSON.stringify(c)).toBe(false);
+    // A missing content is a null one, as before.
+    expect(seen.add([{ role: "user" }])).toBe(false);
   });
 });
 

@@ -37,9 +37,10 @@ export function inValidation(id: string, split: { validation: number; seed: numb
 }
 
 /**
- * The conversations seen so far, as 128-bit digests (MD5) of their messages with each content
- * trimmed (role, tool calls and the other fields as they are), in an open-addressing table of 32-bit words: 32 bytes per conversation at most
- * (1M conversations: 32 MB), instead of a Set of strings (~100 MB).
+ * The conversations seen so far, as 128-bit digests (MD5) of their keys (conversationKey: each
+ * content trimmed, role, tool calls and the other fields as they are), in an open-addressing
+ * table of 32-bit words: 32 bytes per conversation at most (1M conversations: 32 MB), instead of a
+ * Set of strings (~100 MB).
  */
 export class SeenConversations {
   private slots = new Uint32Array(4 * 1024);
@@ -47,11 +48,7 @@ export class SeenConversations {
 
   /** True the first time a conversation is added (the one to keep), false for its repeats. */
   add(messages: Message[]): boolean {
-    // Contents trimmed; a message's other fields (tool calls, ids, names) count as they are.
-    const key = JSON.stringify(
-      messages.map(({ content, ...rest }) => [typeof content === "string" ? content.trim() : content, rest]),
-    );
-    const d = hash("md5", key, "buffer");
+    const d = hash("md5", conversationKey(messages), "buffer");
     const words = [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), (d.readUInt32LE(12) | 1) >>> 0];
     if (!this.insert(words)) return false;
     if (++this.count * 2 > this.slots.length / 4) this.grow();
@@ -84,4 +81,32 @@ export class SeenConversations {
       if (old[at + 3] !== 0) this.insert([old[at]!, old[at + 1]!, old[at + 2]!, old[at + 3]!]);
     }
   }
+}
+
+/**
+ * The text a conversation is known by: per message its role and its content trimmed, each
+ * length-prefixed (so no two conversations share a key), then any other field (tool calls, ids,
+ * names) as JSON. Built without copying the messages: dedupe runs on every sample of a dataset.
+ */
+export function conversationKey(messages: Message[]): string {
+  let key = "";
+  for (const m of messages) {
+    const role = String(m.role);
+    const c = m.content;
+    const content = typeof c === "string" ? c.trim() : c == null ? null : JSON.stringify(c);
+    key += `${role.length}:${role}`;
+    key += content === null ? "-" : `${typeof c === "string" ? "s" : "j"}${content.length}:${content}`;
+    let rest: Record<string, unknown> | undefined;
+    for (const k in m) {
+      if (k === "role" || k === "content") continue;
+      rest ??= {};
+      rest[k] = m[k as keyof Message];
+    }
+    if (rest) {
+      const extra = JSON.stringify(rest);
+      key += `+${extra.length}:${extra}`;
+    }
+    key += ";";
+  }
+  return key;
 }
