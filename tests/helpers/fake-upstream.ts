@@ -18,7 +18,12 @@ export type FakeMode =
   /** Answers 200 and one token, then closes the connection without finishing. */
   | { type: "cut" }
   /** One JSON answer though a stream was asked for (a server that does not stream). */
-  | { type: "json"; text: string };
+  | { type: "json"; text: string }
+  /**
+   * An event stream written exactly as given: each string in one write, a number a pause of
+   * that many ms, a function awaited (the test decides when the upstream goes on).
+   */
+  | { type: "raw"; writes: (string | number | (() => Promise<void>))[] };
 
 export type FakeUpstream = {
   url: string;
@@ -102,6 +107,17 @@ function answer(kind: UpstreamKind, mode: FakeMode, path: string, body: Record<s
     );
   }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  if (mode.type === "raw") {
+    void (async () => {
+      for (const w of mode.writes) {
+        if (typeof w === "string") res.write(w);
+        else if (typeof w === "number") await new Promise((r) => setTimeout(r, w));
+        else await w();
+      }
+      res.end();
+    })();
+    return;
+  }
   const send = (chunk: unknown) => res.write(`data: ${JSON.stringify(chunk)}\n\n`);
   const piece = (index: number, text: string, i: number) => {
     const k = Number(chat ? (body.top_logprobs ?? 0) : (body.logprobs ?? 0));

@@ -346,6 +346,66 @@ describe("parameter mapping per kind", () => {
   });
 });
 
+describe("relaying the stream", () => {
+  const ev = (text: string, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const usage = `data: ${JSON.stringify({ id: "c", choices: [], usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } })}\n\n`;
+  const split = ev(" you");
+  const at = Math.floor(split.length / 2);
+
+  /** The upstream's writes: three events in one, then one split over two writes, then the end. */
+  const writes = (waitForClient: () => Promise<void>) => [
+    ev("Hel") + ev("lo") + ev(" there"),
+    waitForClient,
+    split.slice(0, at),
+    30,
+    split.slice(at) + ev("!", "length") + usage + "data: [DONE]\n\n",
+  ];
+
+  it("POST: events of one upstream read go out as one chunk, in order; a split event comes out whole", async () => {
+    const team = await makeTeam();
+    let firstSeen!: () => void;
+    const seen = new Promise<void>((r) => (firstSeen = r));
+    // The upstream waits until the client has the first chunk: nothing arrived alone is held back.
+    const up = await fake("vllm", { type: "raw", writes: writes(() => seen) });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const res = await fetch(dep.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hi", max_tokens: 5, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("\n\n")) text += (await reader.read()).value ?? "";
+    firstSeen();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
+    const events = parseSse(text);
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    expect(events.slice(0, -1).map((e) => DeploymentStreamChunk.parse(JSON.parse(e.data)))).toEqual([
+      { index: 0, completion: "Hello there" },
+      { index: 0, completion: " you!" },
+      { index: 0, completion: "", finish_reason: "length", stop: null },
+      { usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } },
+    ]);
+  });
+
+  it("GET: the same as updates, then the end with the usage", async () => {
+    const team = await makeTeam();
+    const up = await fake("vllm", { type: "raw", writes: writes(() => new Promise((r) => setTimeout(r, 30))) });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const got = await getStream(
+      `${dep.url}?${qs({ prompt: "Hi", max_tokens: 5, authorization: `Bearer ${team.modelKey}` })}`,
+    );
+    expect(got.updates).toEqual(["Hello there", " you!"]);
+    expect(got.end).toEqual({
+      finish_reason: "length",
+      stop: null,
+      usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 },
+    });
+  });
+});
+
 describe("limits", () => {
   it("an upstream deployment counts against the key's concurrent generations and tokens per minute", async () => {
     const team = await makeTeam();
