@@ -30,6 +30,8 @@ export type FakeUpstream = {
   kind: UpstreamKind;
   received: Received[];
   mode: FakeMode;
+  /** TCP connections accepted so far (a kept-alive connection counts once). */
+  connections: number;
   close: () => Promise<void>;
 };
 
@@ -37,7 +39,7 @@ export const DEFAULT_TOKENS = ["Hello", ",", " upstream", " world"];
 
 export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { type: "ok" }): Promise<FakeUpstream> {
   const sockets = new Set<import("node:net").Socket>();
-  const fake: FakeUpstream = { url: "", kind, received: [], mode, close: async () => {} };
+  const fake: FakeUpstream = { url: "", kind, received: [], mode, connections: 0, close: async () => {} };
   const server = http.createServer((req, res) => {
     let raw = "";
     req.setEncoding("utf8");
@@ -55,6 +57,7 @@ export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { t
   });
   server.on("connection", (s) => {
     sockets.add(s);
+    fake.connections++;
     s.once("close", () => sockets.delete(s));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

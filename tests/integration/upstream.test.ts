@@ -390,6 +390,31 @@ describe("relaying the stream", () => {
     ]);
   });
 
+  it("ends the client's response at the upstream's [DONE], and keeps the upstream connection for the next request", async () => {
+    const team = await makeTeam();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // [DONE] sent, but the upstream's body does not end until the test says so.
+    const up = await fake("vllm", { type: "raw", writes: [ev("Hi", "stop") + usage + "data: [DONE]\n\n", () => held] });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const first = postStream(dep.url, team.modelKey, { prompt: "Hi" });
+    const got = await Promise.race([first, new Promise<null>((r) => setTimeout(() => r(null), 5000))]);
+    release();
+    expect(got, "the client's response waited for the upstream's body to end").not.toBeNull();
+    expect(got!.events.map((e) => e.data).at(-1)).toBe("[DONE]");
+    expect(JSON.parse(got!.events.at(-2)!.data)).toEqual({
+      usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 },
+    });
+
+    // The rest of the body was read in the background: the connection went back to the pool.
+    up.mode = { type: "raw", writes: [ev("Again", "stop") + "data: [DONE]\n\n"] };
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await postStream(dep.url, team.modelKey, { prompt: "Hi" });
+    expect(again.events.at(-1)!.data).toBe("[DONE]");
+    expect(up.received).toHaveLength(2);
+    expect(up.connections).toBe(1);
+  });
+
   it("GET: the same as updates, then the end with the usage", async () => {
     const team = await makeTeam();
     const up = await fake("vllm", { type: "raw", writes: writes(() => new Promise((r) => setTimeout(r, 30))) });
