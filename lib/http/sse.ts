@@ -7,6 +7,8 @@ export function sseFrame(data: unknown, event?: string): string {
   return `${event ? `event: ${event}\n` : ""}data: ${text}\n\n`;
 }
 
+const encoder = new TextEncoder();
+
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache, no-transform",
@@ -24,7 +26,6 @@ export function sseResponse(
   source: AsyncIterable<string>,
   options: { headers?: HeadersInit; onCancel?: () => void } = {},
 ): Response {
-  const encoder = new TextEncoder();
   const iterator = source[Symbol.asyncIterator]();
   const stream = new ReadableStream<Uint8Array>(
     {

@@ -15,6 +15,7 @@ import { generateUpstream, openUpstream, type UpstreamTarget } from "../inferenc
 import { open as openSealed } from "../secret-box";
 import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
+import { batchedEvents, eventBatches, type GenerationEvents } from "../inference/batches";
 
 /** What a completion may carry: the deployment body, the GET query subset, or a chat turn list. */
 export type CompletionParams = Omit<Partial<DeploymentCompletionInput>, "prompt" | "stream"> & {
@@ -115,7 +116,7 @@ export async function openStreamOnDeployment(
   deployment: Target,
   params: CompletionParams,
   call: CompletionCall = {},
-): Promise<AsyncIterable<GenerationStreamEvent>> {
+): Promise<GenerationEvents> {
   const startedAt = performance.now();
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
@@ -149,15 +150,24 @@ export async function openStreamOnDeployment(
 }
 
 /**
- * The events as they come; when the stream ends (done, failed or abandoned), `end` learns how,
- * with each choice's text and finish as far as they came.
+ * The events as they come (in the groups they came in); when the stream ends (done, failed or
+ * abandoned), `end` learns how, with each choice's text and finish as far as they came.
  */
-async function* metered(
+function metered(
   events: AsyncIterable<GenerationStreamEvent>,
   startedAt: number,
   timeFirstToken: boolean,
   end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
-): AsyncIterable<GenerationStreamEvent> {
+): GenerationEvents {
+  return batchedEvents(meteredGroups(events, startedAt, timeFirstToken, end));
+}
+
+async function* meteredGroups(
+  events: AsyncIterable<GenerationStreamEvent>,
+  startedAt: number,
+  timeFirstToken: boolean,
+  end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
+): AsyncIterable<GenerationStreamEvent[]> {
   const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
   const choices = new Map<number, FinishedChoice>();
   const choice = (index: number) => {
@@ -166,20 +176,22 @@ async function* metered(
     return c;
   };
   try {
-    for await (const e of events) {
-      if (e.type === "delta") {
-        if (timeFirstToken && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
-        choice(e.index).text += e.text;
-      } else if (e.type === "finish") {
-        const c = choice(e.index);
-        c.finish_reason = e.finish_reason;
-        c.stop = e.stop;
-      } else if (e.type === "done") {
-        outcome.status = "ok";
-        outcome.promptTokens = e.usage.prompt_tokens;
-        outcome.completionTokens = e.usage.completion_tokens;
+    for await (const group of eventBatches(events)) {
+      for (const e of group) {
+        if (e.type === "delta") {
+          if (timeFirstToken && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
+          choice(e.index).text += e.text;
+        } else if (e.type === "finish") {
+          const c = choice(e.index);
+          c.finish_reason = e.finish_reason;
+          c.stop = e.stop;
+        } else if (e.type === "done") {
+          outcome.status = "ok";
+          outcome.promptTokens = e.usage.prompt_tokens;
+          outcome.completionTokens = e.usage.completion_tokens;
+        }
       }
-      yield e;
+      yield group;
     }
   } catch (err) {
     outcome.status = "error";

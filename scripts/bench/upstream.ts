@@ -6,15 +6,19 @@
 //                         stream:true) / straight to the upstream's /v1/completions  (goal ≤ 1.1)
 //   ttft_added_ms         the difference of the two medians                          (goal < 5 ms)
 //   throughput_vs_direct  tokens/s of 32 concurrent streams through the app / straight (goal ≥ 0.95)
-// `--upstream-ttft-ms` makes the upstream wait that long before its first token (a GPU server's
-// prefill); by default it answers at once, which makes the ratio the hardest it can be.
+//   ttft_vs_direct_at_20ms the same ratio against a second upstream that waits 20 ms before its
+//                         first token (a GPU server's prefill; `--realistic-ttft-ms N` to change)
+// `--upstream-ttft-ms` makes the main upstream wait that long before its first token too; by
+// default it answers at once, which makes the ratio the hardest it can be. The CPU time each
+// process spent per token in the throughput phases is printed too (the machine has few cores:
+// the load generator, the app and the upstream share them).
 import { spawn } from "node:child_process";
 import type { IncomingMessage } from "node:http";
 import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam, setTeamLimits } from "@/lib/services/teams";
-import { freshDatabase, openRequest, percentile, round, startProductionApp, UNLIMITED } from "./_harness";
+import { cpuSeconds, freshDatabase, openRequest, percentile, round, startProductionApp, UNLIMITED } from "./_harness";
 
 const arg = (args: string[], name: string, fallback: number) => {
   const i = args.indexOf(name);
@@ -51,7 +55,7 @@ server.keepAliveTimeout = 60000;
 server.listen(0, "127.0.0.1", () => console.log(server.address().port));
 `;
 
-async function fastUpstream(ttftMs: number): Promise<{ url: string; close: () => Promise<void> }> {
+async function fastUpstream(ttftMs: number): Promise<{ url: string; pid: number; close: () => Promise<void> }> {
   const child = spawn(process.execPath, ["-e", UPSTREAM_SOURCE, String(ttftMs)], {
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -61,6 +65,7 @@ async function fastUpstream(ttftMs: number): Promise<{ url: string; close: () =>
   });
   return {
     url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
     close: () =>
       new Promise((r) => {
         child.once("exit", () => r());
@@ -80,8 +85,10 @@ async function stream(url: string, headers: Record<string, string>, body: unknow
   if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`);
   let ttft = -1;
   let tokens = 0;
+  let reads = 0;
   let tail = "";
   for await (const chunk of res) {
+    reads++;
     const text = tail + (chunk as Buffer).toString();
     const parts = text.split("\n\n");
     tail = parts.pop()!;
@@ -92,13 +99,15 @@ async function stream(url: string, headers: Record<string, string>, body: unknow
       tokens += n;
     }
   }
-  return { ttft, tokens };
+  return { ttft, tokens, reads };
 }
 
 export default async function bench(args: string[]) {
   const quick = args.includes("--quick");
   const upstreamTtftMs = arg(args, "--upstream-ttft-ms", 0);
+  const realisticTtftMs = arg(args, "--realistic-ttft-ms", 20);
   const upstream = await fastUpstream(upstreamTtftMs);
+  const slowUpstream = await fastUpstream(realisticTtftMs);
   const db = await freshDatabase("upstream", args);
   let app: Awaited<ReturnType<typeof startProductionApp>> | undefined;
   try {
@@ -111,13 +120,18 @@ export default async function bench(args: string[]) {
       name: "up",
       upstream: { kind: "vllm", urls: [upstream.url], model: "fast" },
     });
+    await createDeployment(handle.db, {
+      teamId: team.id,
+      name: "prefill",
+      upstream: { kind: "vllm", urls: [slowUpstream.url], model: "fast" },
+    });
     await handle.close();
     app = await startProductionApp(db.url);
 
-    const viaApp = (body: Record<string, unknown>) =>
-      stream(`${app!.base}/deployments/bench/up`, { authorization: `Bearer ${key}` }, { ...body, stream: true });
-    const direct = (body: Record<string, unknown>) =>
-      stream(`${upstream.url}/v1/completions`, {}, { model: "fast", ...body, stream: true });
+    const viaApp = (body: Record<string, unknown>, name = "up") =>
+      stream(`${app!.base}/deployments/bench/${name}`, { authorization: `Bearer ${key}` }, { ...body, stream: true });
+    const direct = (body: Record<string, unknown>, url = upstream.url) =>
+      stream(`${url}/v1/completions`, {}, { model: "fast", ...body, stream: true });
 
     // Warm-up: the app's routes, caches and connections.
     for (let i = 0; i < 30; i++) {
@@ -140,38 +154,68 @@ export default async function bench(args: string[]) {
         `(p90 ${percentile(ttDirect, 90).toFixed(2)} / ${percentile(ttApp, 90).toFixed(2)} ms), upstream ttft ${upstreamTtftMs} ms`,
     );
 
+    // The same at a realistic prefill (the second upstream), fewer rounds: each takes 2 × its wait.
+    const slowRounds = quick ? 20 : 60;
+    const slowApp: number[] = [];
+    const slowDirect: number[] = [];
+    for (let i = 0; i < slowRounds; i++) {
+      slowDirect.push((await direct({ prompt: "Hello", max_tokens: 8 }, slowUpstream.url)).ttft);
+      slowApp.push((await viaApp({ prompt: "Hello", max_tokens: 8 }, "prefill")).ttft);
+    }
+    const medSlowApp = percentile(slowApp, 50);
+    const medSlowDirect = percentile(slowDirect, 50);
+    console.log(
+      `ttft median at ${realisticTtftMs} ms upstream prefill: direct ${medSlowDirect.toFixed(2)} ms, ` +
+        `through the app ${medSlowApp.toFixed(2)} ms`,
+    );
+
     // Throughput: 32 concurrent streams for a while, each side on its own.
     const streams = 32;
     const tokensPer = quick ? 64 : 256;
     const seconds = quick ? 3 : 8;
-    const rate = async (fn: typeof viaApp) => {
+    const rate = async (label: string, fn: (body: Record<string, unknown>) => ReturnType<typeof stream>) => {
       const deadline = performance.now() + seconds * 1000;
       const start = performance.now();
+      const cpu0 = { app: cpuSeconds(app!.pid), upstream: cpuSeconds(upstream.pid), self: process.cpuUsage() };
       let tokens = 0;
+      let reads = 0;
       await Promise.all(
         Array.from({ length: streams }, async () => {
-          while (performance.now() < deadline) tokens += (await fn({ prompt: "Go", max_tokens: tokensPer })).tokens;
+          while (performance.now() < deadline) {
+            const r = await fn({ prompt: "Go", max_tokens: tokensPer });
+            tokens += r.tokens;
+            reads += r.reads;
+          }
         }),
       );
-      return tokens / ((performance.now() - start) / 1000);
+      const elapsed = (performance.now() - start) / 1000;
+      const self = process.cpuUsage(cpu0.self);
+      const perToken = (s: number) => ((s * 1e6) / tokens).toFixed(1);
+      console.log(
+        `  ${label}: ${Math.round(tokens / elapsed)} tokens/s; CPU µs per token: ` +
+          `app ${perToken(cpuSeconds(app!.pid) - cpu0.app)}, upstream ${perToken(cpuSeconds(upstream.pid) - cpu0.upstream)}, ` +
+          `load generator ${perToken((self.user + self.system) / 1e6)}; ${(tokens / reads).toFixed(2)} tokens per read`,
+      );
+      return tokens / elapsed;
     };
-    const directRate = await rate(direct);
-    const appRate = await rate(viaApp);
-    console.log(
-      `32 streams of ${tokensPer} tokens: direct ${Math.round(directRate)} tokens/s, through the app ${Math.round(appRate)} tokens/s`,
-    );
+    console.log(`32 streams of ${tokensPer} tokens, ${seconds} s each side:`);
+    const directRate = await rate("direct", (b) => direct(b));
+    const appRate = await rate("through the app", (b) => viaApp(b));
 
     console.log(
       JSON.stringify({
         bench: "upstream",
         ttft_vs_direct: round(medApp / medDirect),
         ttft_added_ms: round(medApp - medDirect),
+        [`ttft_vs_direct_at_${realisticTtftMs}ms`]: round(medSlowApp / medSlowDirect),
+        [`ttft_added_ms_at_${realisticTtftMs}ms`]: round(medSlowApp - medSlowDirect),
         throughput_vs_direct: round(appRate / directRate),
       }),
     );
   } finally {
     await app?.stop();
     await upstream.close();
+    await slowUpstream.close();
     await db.drop();
   }
 }

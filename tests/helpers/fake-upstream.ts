@@ -18,13 +18,20 @@ export type FakeMode =
   /** Answers 200 and one token, then closes the connection without finishing. */
   | { type: "cut" }
   /** One JSON answer though a stream was asked for (a server that does not stream). */
-  | { type: "json"; text: string };
+  | { type: "json"; text: string }
+  /**
+   * An event stream written exactly as given: each string in one write, a number a pause of
+   * that many ms, a function awaited (the test decides when the upstream goes on).
+   */
+  | { type: "raw"; writes: (string | number | (() => Promise<void>))[] };
 
 export type FakeUpstream = {
   url: string;
   kind: UpstreamKind;
   received: Received[];
   mode: FakeMode;
+  /** TCP connections accepted so far (a kept-alive connection counts once). */
+  connections: number;
   close: () => Promise<void>;
 };
 
@@ -32,7 +39,7 @@ export const DEFAULT_TOKENS = ["Hello", ",", " upstream", " world"];
 
 export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { type: "ok" }): Promise<FakeUpstream> {
   const sockets = new Set<import("node:net").Socket>();
-  const fake: FakeUpstream = { url: "", kind, received: [], mode, close: async () => {} };
+  const fake: FakeUpstream = { url: "", kind, received: [], mode, connections: 0, close: async () => {} };
   const server = http.createServer((req, res) => {
     let raw = "";
     req.setEncoding("utf8");
@@ -50,6 +57,7 @@ export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { t
   });
   server.on("connection", (s) => {
     sockets.add(s);
+    fake.connections++;
     s.once("close", () => sockets.delete(s));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -102,6 +110,17 @@ function answer(kind: UpstreamKind, mode: FakeMode, path: string, body: Record<s
     );
   }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  if (mode.type === "raw") {
+    void (async () => {
+      for (const w of mode.writes) {
+        if (typeof w === "string") res.write(w);
+        else if (typeof w === "number") await new Promise((r) => setTimeout(r, w));
+        else await w();
+      }
+      res.end();
+    })();
+    return;
+  }
   const send = (chunk: unknown) => res.write(`data: ${JSON.stringify(chunk)}\n\n`);
   const piece = (index: number, text: string, i: number) => {
     const k = Number(chat ? (body.top_logprobs ?? 0) : (body.logprobs ?? 0));

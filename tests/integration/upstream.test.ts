@@ -346,6 +346,91 @@ describe("parameter mapping per kind", () => {
   });
 });
 
+describe("relaying the stream", () => {
+  const ev = (text: string, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const usage = `data: ${JSON.stringify({ id: "c", choices: [], usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } })}\n\n`;
+  const split = ev(" you");
+  const at = Math.floor(split.length / 2);
+
+  /** The upstream's writes: three events in one, then one split over two writes, then the end. */
+  const writes = (waitForClient: () => Promise<void>) => [
+    ev("Hel") + ev("lo") + ev(" there"),
+    waitForClient,
+    split.slice(0, at),
+    30,
+    split.slice(at) + ev("!", "length") + usage + "data: [DONE]\n\n",
+  ];
+
+  it("POST: events of one upstream read go out as one chunk, in order; a split event comes out whole", async () => {
+    const team = await makeTeam();
+    let firstSeen!: () => void;
+    const seen = new Promise<void>((r) => (firstSeen = r));
+    // The upstream waits until the client has the first chunk: nothing arrived alone is held back.
+    const up = await fake("vllm", { type: "raw", writes: writes(() => seen) });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const res = await fetch(dep.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hi", max_tokens: 5, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("\n\n")) text += (await reader.read()).value ?? "";
+    firstSeen();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
+    const events = parseSse(text);
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    expect(events.slice(0, -1).map((e) => DeploymentStreamChunk.parse(JSON.parse(e.data)))).toEqual([
+      { index: 0, completion: "Hello there" },
+      { index: 0, completion: " you!" },
+      { index: 0, completion: "", finish_reason: "length", stop: null },
+      { usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } },
+    ]);
+  });
+
+  it("ends the client's response at the upstream's [DONE], and keeps the upstream connection for the next request", async () => {
+    const team = await makeTeam();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // [DONE] sent, but the upstream's body does not end until the test says so.
+    const up = await fake("vllm", { type: "raw", writes: [ev("Hi", "stop") + usage + "data: [DONE]\n\n", () => held] });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const first = postStream(dep.url, team.modelKey, { prompt: "Hi" });
+    const got = await Promise.race([first, new Promise<null>((r) => setTimeout(() => r(null), 5000))]);
+    release();
+    expect(got, "the client's response waited for the upstream's body to end").not.toBeNull();
+    expect(got!.events.map((e) => e.data).at(-1)).toBe("[DONE]");
+    expect(JSON.parse(got!.events.at(-2)!.data)).toEqual({
+      usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 },
+    });
+
+    // The rest of the body was read in the background: the connection went back to the pool.
+    up.mode = { type: "raw", writes: [ev("Again", "stop") + "data: [DONE]\n\n"] };
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await postStream(dep.url, team.modelKey, { prompt: "Hi" });
+    expect(again.events.at(-1)!.data).toBe("[DONE]");
+    expect(up.received).toHaveLength(2);
+    expect(up.connections).toBe(1);
+  });
+
+  it("GET: the same as updates, then the end with the usage", async () => {
+    const team = await makeTeam();
+    const up = await fake("vllm", { type: "raw", writes: writes(() => new Promise((r) => setTimeout(r, 30))) });
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const got = await getStream(
+      `${dep.url}?${qs({ prompt: "Hi", max_tokens: 5, authorization: `Bearer ${team.modelKey}` })}`,
+    );
+    expect(got.updates).toEqual(["Hello there", " you!"]);
+    expect(got.end).toEqual({
+      finish_reason: "length",
+      stop: null,
+      usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 },
+    });
+  });
+});
+
 describe("limits", () => {
   it("an upstream deployment counts against the key's concurrent generations and tokens per minute", async () => {
     const team = await makeTeam();

@@ -10,7 +10,6 @@ import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { shownUrl, type UpstreamKind } from "../../contracts/upstream";
 import type {
-  FinishReason,
   GeneratedTokenLogprobs,
   GenerationRequestInput,
   GenerationResult,
@@ -22,6 +21,7 @@ import { boundedRequest } from "../../net/bounded-request";
 import { ApiError, type ErrorType } from "../../errors";
 import { logger } from "../../observe/log";
 import { InferenceError, type CallOptions } from "../client";
+import { batchedEvents, type GenerationEvents } from "../batches";
 import { BACKEND_LABEL, upstreamBody } from "./capabilities";
 
 export type UpstreamTarget = { kind: UpstreamKind; urls: string[]; model: string; key?: string };
@@ -97,7 +97,7 @@ export async function openUpstream(
   request: GenerationRequestInput,
   call: CallOptions = {},
   timeouts: UpstreamTimeouts = timeoutsFromEnv(),
-): Promise<AsyncIterable<GenerationStreamEvent>> {
+): Promise<GenerationEvents> {
   const { endpoint, body } = upstreamBody(target.kind, target.model, request);
   const payload = JSON.stringify(body);
   const path = endpoint === "chat" ? "/v1/chat/completions" : "/v1/completions";
@@ -288,91 +288,155 @@ function toLogprobs(lp: UpstreamLogprobs | null | undefined, k: number): Generat
 }
 
 /**
- * The events of one network read with each run of text deltas of a choice (without logprobs)
- * joined into one: when the upstream is ahead of the app (a fast server, a slow client), the
- * app sends fewer, larger chunks instead of falling further behind. Nothing is held back.
+ * The upstream's server-sent events as generation events, fed one network read at a time
+ * (`push`): the events of each read come out together, each run of text deltas of a choice
+ * (without logprobs) joined into one, so when the upstream is ahead of the app (a fast server, a
+ * busy app) the app sends fewer, larger chunks instead of falling further behind. An event split
+ * over two reads comes out with the second. Nothing is held back.
  */
-function coalesce(events: GenerationStreamEvent[]): GenerationStreamEvent[] {
-  if (events.length < 2) return events;
-  const out: GenerationStreamEvent[] = [];
-  for (const e of events) {
-    const last = out.at(-1);
-    if (e.type === "delta" && !e.logprobs && last?.type === "delta" && !last.logprobs && last.index === e.index)
-      out[out.length - 1] = { ...last, text: last.text + e.text };
-    else out.push(e);
+export class UpstreamEventParser {
+  /** A line begun in an earlier read. */
+  private rest = "";
+  private readonly finished = new Set<number>();
+  private usage: GenerationUsage | undefined;
+  private counted = 0;
+  /** The upstream sent `data: [DONE]`: whatever follows is ignored. */
+  sawDone = false;
+
+  constructor(
+    private readonly request: GenerationRequestInput,
+    private readonly backend: string,
+  ) {}
+
+  /** The events of the lines that `text` completes. */
+  push(text: string): GenerationStreamEvent[] {
+    const out: GenerationStreamEvent[] = [];
+    const buffer = this.rest.length > 0 ? this.rest + text : text;
+    let start = 0;
+    let nl: number;
+    while ((nl = buffer.indexOf("\n", start)) >= 0) {
+      const line = start;
+      start = nl + 1;
+      // Blank lines, comments, event names and ids carry nothing here.
+      if (this.sawDone || !buffer.startsWith("data:", line)) continue;
+      let from = line + 5;
+      if (buffer.charCodeAt(from) === 32) from++;
+      const to = nl > from && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
+      const data = buffer.slice(from, to);
+      if (data === "[DONE]") this.sawDone = true;
+      else this.chunk(JSON.parse(data) as UpstreamChunk, out);
+    }
+    this.rest = start < buffer.length ? buffer.slice(start) : "";
+    return out;
   }
-  return out;
+
+  /** The events of one JSON answer (a server that does not stream). */
+  whole(text: string): GenerationStreamEvent[] {
+    const out: GenerationStreamEvent[] = [];
+    this.chunk(JSON.parse(text) as UpstreamChunk, out);
+    this.sawDone = true;
+    return out;
+  }
+
+  /**
+   * The last events once the answer is complete: a finish for each choice the upstream did not
+   * finish, and the usage (counted from the stream when the server reports none). Throws when
+   * the upstream stopped before it finished.
+   */
+  end(): GenerationStreamEvent[] {
+    const n = this.request.n ?? 1;
+    if (!this.sawDone && this.finished.size < n)
+      throw new InferenceError(502, "internal", `the ${this.backend} upstream closed the stream before it finished`);
+    const out: GenerationStreamEvent[] = [];
+    for (let i = 0; i < n; i++)
+      if (!this.finished.has(i)) out.push({ type: "finish", index: i, finish_reason: "stop", stop: null });
+    const counted = this.counted;
+    out.push({
+      type: "done",
+      usage: this.usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted },
+    });
+    return out;
+  }
+
+  private chunk(chunk: UpstreamChunk, out: GenerationStreamEvent[]): void {
+    if (chunk.error) {
+      const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? "unknown error");
+      throw new InferenceError(502, "internal", `the ${this.backend} upstream failed: ${m}`);
+    }
+    const choices = chunk.choices;
+    if (choices)
+      for (const c of choices) {
+        const index = c.index ?? 0;
+        const text = c.text ?? c.delta?.content ?? c.message?.content ?? "";
+        const logprobs = c.logprobs ? toLogprobs(c.logprobs, this.request.logprobs ?? 0) : undefined;
+        if (text || logprobs?.length) {
+          this.counted += logprobs?.length || 1;
+          const last = out.length > 0 ? out[out.length - 1] : undefined;
+          const kept = this.request.logprobs && logprobs ? logprobs : undefined;
+          // Our own object, not handed out yet: the run grows in place.
+          if (!kept && last?.type === "delta" && !last.logprobs && last.index === index) last.text += text;
+          else out.push(kept ? { type: "delta", index, text, logprobs: kept } : { type: "delta", index, text });
+        }
+        if (c.finish_reason && !this.finished.has(index)) {
+          this.finished.add(index);
+          out.push({
+            type: "finish",
+            index,
+            finish_reason: c.finish_reason === "length" ? "length" : "stop",
+            stop: typeof c.stop_reason === "string" ? c.stop_reason : null,
+          });
+        }
+      }
+    if (chunk.usage) {
+      const p = chunk.usage.prompt_tokens ?? 0;
+      const c = chunk.usage.completion_tokens ?? 0;
+      this.usage = { prompt_tokens: p, completion_tokens: c, total_tokens: chunk.usage.total_tokens ?? p + c };
+    }
+  }
 }
 
-/** The upstream's server-sent events (or one JSON answer, from a server that does not stream) as generation events. */
-async function* readUpstream(
+/**
+ * The upstream's server-sent events (or one JSON answer, from a server that does not stream) as
+ * generation events, in groups: those of one network read. The group in which the upstream
+ * ends its stream (`[DONE]`) carries the last events (finishes, usage) with it.
+ */
+function readUpstream(
   res: IncomingMessage,
   request: GenerationRequestInput,
   backend: string,
   signal: AbortSignal | undefined,
-): AsyncIterable<GenerationStreamEvent> {
-  const k = request.logprobs ?? 0;
-  const finished = new Set<number>();
-  let usage: GenerationUsage | undefined;
-  let counted = 0;
-  let sawDone = false;
-  const fromChunk = function* (chunk: UpstreamChunk): Iterable<GenerationStreamEvent> {
-    if (chunk.error) {
-      const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? "unknown error");
-      throw new InferenceError(502, "internal", `the ${backend} upstream failed: ${m}`);
-    }
-    for (const c of chunk.choices ?? []) {
-      const index = c.index ?? 0;
-      const text = c.text ?? c.delta?.content ?? c.message?.content ?? "";
-      const logprobs = toLogprobs(c.logprobs, k);
-      if (text || logprobs?.length) {
-        counted += logprobs?.length || 1;
-        yield { type: "delta", index, text, ...(request.logprobs && logprobs ? { logprobs } : {}) };
-      }
-      if (c.finish_reason && !finished.has(index)) {
-        finished.add(index);
-        const reason: FinishReason = c.finish_reason === "length" ? "length" : "stop";
-        yield {
-          type: "finish",
-          index,
-          finish_reason: reason,
-          stop: typeof c.stop_reason === "string" ? c.stop_reason : null,
-        };
-      }
-    }
-    if (chunk.usage) {
-      const p = chunk.usage.prompt_tokens ?? 0;
-      const c = chunk.usage.completion_tokens ?? 0;
-      usage = { prompt_tokens: p, completion_tokens: c, total_tokens: chunk.usage.total_tokens ?? p + c };
-    }
-  };
+): GenerationEvents {
+  return batchedEvents(readGroups(res, new UpstreamEventParser(request, backend), backend, signal));
+}
+
+async function* readGroups(
+  res: IncomingMessage,
+  parser: UpstreamEventParser,
+  backend: string,
+  signal: AbortSignal | undefined,
+): AsyncIterable<GenerationStreamEvent[]> {
+  let ended = false;
   try {
     res.setEncoding("utf8");
     if (!String(res.headers["content-type"] ?? "").includes("text/event-stream")) {
       let text = "";
       for await (const chunk of res) text += chunk as string;
-      yield* fromChunk(JSON.parse(text) as UpstreamChunk);
-      sawDone = true;
+      const events = parser.whole(text);
+      ended = true;
+      yield [...events, ...parser.end()];
     } else {
-      // Read to the end of the body, [DONE] included: leaving it early would destroy the socket,
-      // and the next request would pay for a new connection.
-      let buffer = "";
-      const batch: GenerationStreamEvent[] = [];
-      for await (const chunk of res) {
-        buffer += chunk as string;
-        let start = 0;
-        let nl: number;
-        while ((nl = buffer.indexOf("\n", start)) >= 0) {
-          const line = buffer.slice(start, nl);
-          start = nl + 1;
-          if (sawDone || !line.startsWith("data:")) continue; // blank lines, comments, event names, ids
-          const data = line.slice(line.startsWith("data: ") ? 6 : 5).replace(/\r$/, "");
-          if (data === "[DONE]") sawDone = true;
-          else for (const e of fromChunk(JSON.parse(data) as UpstreamChunk)) batch.push(e);
+      // Once the upstream has sent [DONE] its answer is complete: the caller gets the end at
+      // once (the client's last chunk and the end of its response go out in one write), and what
+      // is left of the body (usually nothing but its last chunk) is read in the background below,
+      // so the connection goes back to the pool for the next request.
+      for await (const chunk of res.iterator({ destroyOnReturn: false })) {
+        const events = parser.push(chunk as string);
+        if (parser.sawDone) {
+          ended = true;
+          events.push(...parser.end());
         }
-        buffer = buffer.slice(start);
-        yield* coalesce(batch);
-        batch.length = 0;
+        if (events.length > 0) yield events;
+        if (ended) return;
       }
     }
   } catch (e) {
@@ -381,13 +445,13 @@ async function* readUpstream(
     if (e instanceof InferenceError) throw e;
     throw new InferenceError(502, "internal", `the ${backend} upstream broke off the stream: ${(e as Error).message}`);
   } finally {
-    if (!res.complete) res.destroy();
+    if (ended || res.complete) {
+      // Read to its end, which frees the connection; a failure there (a reset, the idle
+      // timeout) only closes it.
+      res.on("error", () => {});
+      res.resume();
+    } else res.destroy(); // abandoned or failed mid-answer
   }
-  const n = request.n ?? 1;
-  if (!sawDone && finished.size < n)
-    throw new InferenceError(502, "internal", `the ${backend} upstream closed the stream before it finished`);
-  for (let i = 0; i < n; i++)
-    if (!finished.has(i)) yield { type: "finish", index: i, finish_reason: "stop", stop: null };
-  // A server that does not report usage: the tokens counted from the stream, no prompt tokens.
-  yield { type: "done", usage: usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted } };
+  // A body that ended without [DONE]: complete if every choice finished (else end() throws).
+  if (!ended) yield parser.end();
 }
