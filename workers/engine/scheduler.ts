@@ -22,6 +22,7 @@ import type { RequestPlan } from "./request-plan";
 import { sampleToken } from "./sampler";
 import { Sequence } from "./sequence";
 import { tokenTable } from "./token-table";
+import { flushTrace, trace, tracing } from "./trace";
 
 export interface SchedulerOptions {
   /** Most sequences decoding together. */
@@ -48,6 +49,12 @@ export class Scheduler {
   private prefilling: GenerationJob | null = null;
   private rows: Row[] = [];
   private joiners: { row: Row; state: PrefillState }[] = [];
+  /** ENGINE_TRACE only: when each job was submitted and admitted (performance.now()). */
+  private readonly times = new WeakMap<GenerationJob, { submitted: number; admitted: number }>();
+  private reshapeMs = 0;
+  private lastMoved = 0;
+  private stepStart = 0;
+  private lastStep: "prefill" | "decode" = "decode";
   /** The running rows' caches, in `rows` order; how they are stored is the model layout's. */
   private batch: DecodeBatch | null = null;
   private looping = false;
@@ -97,6 +104,7 @@ export class Scheduler {
     if (queue) queue.push(job);
     else this.queues.set(job.tenant, [job]);
     this.queued++;
+    if (tracing) this.times.set(job, { submitted: performance.now(), admitted: 0 });
     this.kick();
     return job.channel;
   }
@@ -168,6 +176,7 @@ export class Scheduler {
         try {
           if (canPrefill && (!canDecode || this.preferPrefill || newcomer)) await this.prefillStep(this.prefilling!);
           else await this.decodeStep();
+          if (tracing) this.traceStep();
         } catch (e) {
           this.failAll(e);
         }
@@ -178,7 +187,10 @@ export class Scheduler {
       this.looping = false;
     }
     if (this.queued > 0) this.kick();
-    else for (const w of this.idleWaiters.splice(0)) w();
+    else {
+      flushTrace();
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
   }
 
   /**
@@ -205,6 +217,8 @@ export class Scheduler {
     if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
     this.dequeue(next);
     this.prefilling = next;
+    const times = this.times.get(next);
+    if (times) times.admitted = performance.now();
   }
 
   private dequeue(job: GenerationJob) {
@@ -218,6 +232,7 @@ export class Scheduler {
 
   /** Drops finished/cancelled rows and adds joiners; the batch moves caches only then. */
   private reshape() {
+    const t0 = tracing ? performance.now() : 0;
     const keep = this.rows.map((r, i) => (r.seq.finished || r.job.cancelled ? -1 : i)).filter((i) => i >= 0);
     const joiners = this.joiners.filter((j) => !j.row.seq.finished && !j.row.job.cancelled);
     if (keep.length === this.rows.length && this.joiners.length === 0) return;
@@ -232,9 +247,26 @@ export class Scheduler {
       keep,
       joiners.map((j) => j.state),
     );
+    if (tracing) this.reshapeMs += performance.now() - t0;
+  }
+
+  private traceStep() {
+    const moved = this.batch?.moved ?? this.lastMoved;
+    trace({
+      k: this.lastStep,
+      at: Date.now(),
+      ms: +(performance.now() - this.stepStart).toFixed(2),
+      rows: this.rows.length,
+      reshapeMs: +this.reshapeMs.toFixed(2),
+      moved: moved >= this.lastMoved ? moved - this.lastMoved : moved,
+    });
+    this.reshapeMs = 0;
+    this.lastMoved = moved;
   }
 
   private async prefillStep(job: GenerationJob) {
+    this.lastStep = "prefill";
+    this.stepStart = performance.now();
     const ids = job.plan.promptIds;
     const start = job.prefilled;
     const end = Math.min(ids.length, start + this.prefillChunk);
@@ -246,12 +278,20 @@ export class Scheduler {
 
     this.prefilling = null;
     for (const seq of job.sequences) this.sampleInto(seq, job, logits);
+    const times = this.times.get(job);
+    if (times) {
+      const queuedMs = +(times.admitted - times.submitted).toFixed(2);
+      const ttftMs = +(performance.now() - times.submitted).toFixed(2);
+      trace({ k: "first", at: Date.now(), tenant: job.tenant, n: job.sequences.length, queuedMs, ttftMs });
+    }
     for (const seq of job.sequences) if (!seq.finished) this.joiners.push({ row: { seq, job }, state });
     job.prefillKv = null;
     this.settle(job);
   }
 
   private async decodeStep() {
+    this.lastStep = "decode";
+    this.stepStart = performance.now();
     const rows = this.rows;
     const logits = await this.batch!.step(rows.map((r) => r.seq.pendingToken));
     const touched = new Set<GenerationJob>();

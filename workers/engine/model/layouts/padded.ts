@@ -31,6 +31,8 @@ export class PaddedBatch implements DecodeBatch {
   private mask = new BigInt64Array(0);
   /** present outputs and logits for the current row count and capacity, reused step after step. */
   private scratch = new Map<number, Scratch>();
+  /** Bytes of cache copied by membership and capacity changes so far. */
+  moved = 0;
 
   constructor(private readonly io: GraphIo) {}
 
@@ -69,6 +71,7 @@ export class PaddedBatch implements DecodeBatch {
       for (let r = 0; r < B; r++) fill(dst, e, r, cap);
       return dst;
     });
+    this.moved += lengths.reduce((a, len) => a + len, 0) * this.io.rowSize * kv.entries.length * elementBytes(kv.type);
     this.lengths = lengths;
     this.cap = cap;
     this.mask = new BigInt64Array(B * (cap + 1));
@@ -133,3 +136,5 @@ export class PaddedBatch implements DecodeBatch {
     return s;
   }
 }
+
+const elementBytes = (type: "float32" | "float16") => (type === "float32" ? 4 : 2);
