@@ -3,6 +3,9 @@
 // When both have work they alternate, so a long prompt delays running streams by at most one
 // chunk per token. A request's sequences join the running batch after its prompt pass and
 // leave as soon as they finish or are cancelled (their KV rows are dropped at that point).
+// Rows keep their slots in the batch: a joiner goes last, and a leaving row's slot is taken by
+// the last row (keptSlots), so the layouts that store rows in place (padded, gqa-shared) copy
+// only the joiner's prompt cache and at most one row per leaver, never the whole cache.
 //
 // Fair sharing between tenants (teams): each has its own queue, and the next request admitted is
 // the oldest of the tenant with the fewest sequences running. Each tenant may run up to maxBatch
@@ -36,6 +39,8 @@ export interface SchedulerOptions {
 interface Row {
   seq: Sequence;
   job: GenerationJob;
+  /** Join order: rows are sampled (and their events emitted) in it, whatever their slot. */
+  joined: number;
 }
 
 export class Scheduler {
@@ -49,12 +54,9 @@ export class Scheduler {
   private prefilling: GenerationJob | null = null;
   private rows: Row[] = [];
   private joiners: { row: Row; state: PrefillState }[] = [];
+  private joins = 0;
   /** ENGINE_TRACE only: when each job was submitted and admitted (performance.now()). */
   private readonly times = new WeakMap<GenerationJob, { submitted: number; admitted: number }>();
-  private reshapeMs = 0;
-  private lastMoved = 0;
-  private stepStart = 0;
-  private lastStep: "prefill" | "decode" = "decode";
   /** The running rows' caches, in `rows` order; how they are stored is the model layout's. */
   private batch: DecodeBatch | null = null;
   private looping = false;
@@ -196,13 +198,24 @@ export class Scheduler {
   /**
    * Starts the prefill of the next request: of the tenants with requests waiting, the one with
    * the fewest sequences in the batch (then the oldest request). Its tenant's sequences must fit
-   * in maxBatch, and the whole batch in twice that.
+   * in maxBatch, and the whole batch in twice that. A long prompt prefilled in chunks does not
+   * hold a tenant with nothing running back: its prefill is parked (at the head of its tenant's
+   * queue, its cache kept) while the newcomer's runs, so a newcomer waits at most one pass.
    */
   private admit() {
-    if (this.prefilling || this.queued === 0) return;
+    if (this.queued === 0) return;
     const running = new Map<string, number>();
     for (const r of [...this.rows, ...this.joiners.map((j) => j.row)])
       running.set(r.job.tenant, (running.get(r.job.tenant) ?? 0) + 1);
+    if (this.prefilling) {
+      const parked = this.prefilling;
+      if (!running.get(parked.tenant) || !this.newcomerWaiting(running)) return;
+      this.prefilling = null;
+      const queue = this.queues.get(parked.tenant);
+      if (queue) queue.unshift(parked);
+      else this.queues.set(parked.tenant, [parked]);
+      this.queued++;
+    }
     let next: GenerationJob | undefined;
     for (const queue of this.queues.values()) {
       const head = queue[0];
@@ -221,6 +234,16 @@ export class Scheduler {
     if (times) times.admitted = performance.now();
   }
 
+  /** Whether a tenant with no sequences running has a request waiting that the batch has room for. */
+  private newcomerWaiting(running: Map<string, number>) {
+    const occupied = this.rows.length + this.joiners.length;
+    for (const queue of this.queues.values()) {
+      const head = queue[0];
+      if (head && !running.get(head.tenant) && occupied + head.plan.request.n <= 2 * this.maxBatch) return true;
+    }
+    return false;
+  }
+
   private dequeue(job: GenerationJob) {
     const queue = this.queues.get(job.tenant);
     const i = queue?.indexOf(job) ?? -1;
@@ -230,10 +253,14 @@ export class Scheduler {
     if (queue!.length === 0) this.queues.delete(job.tenant);
   }
 
-  /** Drops finished/cancelled rows and adds joiners; the batch moves caches only then. */
+  /**
+   * Drops finished/cancelled rows and adds joiners; the batch moves caches only then. Surviving
+   * rows keep their slots; a slot left empty takes a surviving row from the end of the batch,
+   * and joiners go last: a row leaving from the end or joining moves no other row's cache.
+   */
   private reshape() {
     const t0 = tracing ? performance.now() : 0;
-    const keep = this.rows.map((r, i) => (r.seq.finished || r.job.cancelled ? -1 : i)).filter((i) => i >= 0);
+    const keep = keptSlots(this.rows.map((r) => !r.seq.finished && !r.job.cancelled));
     const joiners = this.joiners.filter((j) => !j.row.seq.finished && !j.row.job.cancelled);
     if (keep.length === this.rows.length && this.joiners.length === 0) return;
     this.rows = [...keep.map((i) => this.rows[i]), ...joiners.map((j) => j.row)];
@@ -250,12 +277,17 @@ export class Scheduler {
     if (tracing) this.reshapeMs += performance.now() - t0;
   }
 
+  private reshapeMs = 0;
+  private lastMoved = 0;
+  private stepStart = 0;
+
   private traceStep() {
+    const at = performance.now();
     const moved = this.batch?.moved ?? this.lastMoved;
     trace({
       k: this.lastStep,
       at: Date.now(),
-      ms: +(performance.now() - this.stepStart).toFixed(2),
+      ms: +(at - this.stepStart).toFixed(2),
       rows: this.rows.length,
       reshapeMs: +this.reshapeMs.toFixed(2),
       moved: moved >= this.lastMoved ? moved - this.lastMoved : moved,
@@ -263,6 +295,8 @@ export class Scheduler {
     this.reshapeMs = 0;
     this.lastMoved = moved;
   }
+
+  private lastStep: "prefill" | "decode" = "decode";
 
   private async prefillStep(job: GenerationJob) {
     this.lastStep = "prefill";
@@ -284,7 +318,8 @@ export class Scheduler {
       const ttftMs = +(performance.now() - times.submitted).toFixed(2);
       trace({ k: "first", at: Date.now(), tenant: job.tenant, n: job.sequences.length, queuedMs, ttftMs });
     }
-    for (const seq of job.sequences) if (!seq.finished) this.joiners.push({ row: { seq, job }, state });
+    for (const seq of job.sequences)
+      if (!seq.finished) this.joiners.push({ row: { seq, job, joined: this.joins++ }, state });
     job.prefillKv = null;
     this.settle(job);
   }
@@ -295,11 +330,14 @@ export class Scheduler {
     const rows = this.rows;
     const logits = await this.batch!.step(rows.map((r) => r.seq.pendingToken));
     const touched = new Set<GenerationJob>();
-    rows.forEach((r, i) => {
-      if (r.job.cancelled || r.seq.finished) return;
+    // In join order (slots are not), so each request's events come in the order they always did.
+    const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);
+    for (const i of order) {
+      const r = rows[i];
+      if (r.job.cancelled || r.seq.finished) continue;
       this.sampleInto(r.seq, r.job, logits[i]);
       touched.add(r.job);
-    });
+    }
     for (const job of touched) this.settle(job);
   }
 
@@ -340,4 +378,19 @@ export class Scheduler {
     this.batch = null;
     this.prefilling = null;
   }
+}
+
+/**
+ * The old slots the new batch takes, in new-slot order, given which of the current rows survive:
+ * a survivor keeps its slot when that slot still exists; the slots of rows that left are filled
+ * by the survivors beyond the new size, in order. So keep[i] >= i for every i, keep[i] === i for
+ * every row that stays put, and only as many rows move as rows left from below the new size.
+ */
+export function keptSlots(alive: readonly boolean[]): number[] {
+  const size = alive.filter(Boolean).length;
+  const tail: number[] = [];
+  for (let i = size; i < alive.length; i++) if (alive[i]) tail.push(i);
+  const keep: number[] = [];
+  for (let i = 0, t = 0; i < size; i++) keep.push(alive[i] ? i : tail[t++]);
+  return keep;
 }
