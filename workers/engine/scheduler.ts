@@ -183,7 +183,10 @@ export class Scheduler {
           this.failAll(e);
         }
         this.preferPrefill = !this.preferPrefill;
-        await new Promise((r) => setImmediate(r)); // let I/O (new requests, disconnects) in
+        // Let I/O in (new requests, disconnects): two turns of the event loop, so that a request read
+        // in the first (its body, then the async steps to submit) is admitted before the next pass.
+        await new Promise((r) => setImmediate(r));
+        await new Promise((r) => setImmediate(r));
       }
     } finally {
       this.looping = false;
