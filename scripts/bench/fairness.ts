@@ -6,9 +6,10 @@
 //   flood_throughput_ratio  team A's aggregate tokens/s in that flood, with team B's requests
 //                           running ÷ the same flood alone (goal ≥ 0.9: fairness must not cost
 //                           throughput)
-// The last line printed is one JSON object with both keys.
+// The last line printed is one JSON object with both keys. With --trace, the worker's scheduler
+// traces its steps (ENGINE_TRACE) and the bench prints where the engine's time went in each flood.
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { connect } from "@/lib/db/client";
@@ -39,6 +40,8 @@ export default async function fairness(args: string[]) {
   const db = await freshDatabase("fairness", args);
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-bench-fairness-"));
   Object.assign(process.env, { AUTH_SECRET, DATA_DIR: dataDir });
+  const traceFile = args.includes("--trace") ? path.join(dataDir, "engine-trace.ndjson") : null;
+  if (traceFile) process.env.ENGINE_TRACE = traceFile;
   resetEnvCache();
   let worker: ChildProcess | undefined;
   let app: Awaited<ReturnType<typeof startProductionApp>> | undefined;
@@ -56,6 +59,7 @@ export default async function fairness(args: string[]) {
     await handle.close();
     app = await startProductionApp(db.url);
     worker = await startWorkerProcess(db.url, dataDir, model, AUTH_SECRET);
+    delete process.env.ENGINE_TRACE;
     const [a, b] = teams.map((t) => ({ ...t, url: `${app!.base}/deployments/${t.slug}/model` }));
 
     const floodTokens = quick ? 24 : 64;
@@ -91,12 +95,17 @@ export default async function fairness(args: string[]) {
     await httpStreamTokens(a!.url, a!.key, { prompt: PROMPT, max_tokens: 8, n: 16 });
 
     const idle: number[] = [];
+    const idleFrom = Date.now();
     for (let i = 0; i < (quick ? 7 : 21); i++) idle.push(await ttft());
+    const idleTo = Date.now();
+    const aloneFrom = Date.now();
     const alone = await flood();
+    const aloneTo = Date.now();
 
     // The flood again, and team B's requests one after another while it runs.
     const flooded: number[] = [];
     let flooding = true;
+    const sharedFrom = Date.now();
     const withB = flood().finally(() => (flooding = false));
     await new Promise((r) => setTimeout(r, 300)); // the flood fills the batch and the queue first
     // Team B is an ordinary user: a short completion now and then, not a flood of its own.
@@ -105,6 +114,15 @@ export default async function fairness(args: string[]) {
       await new Promise((r) => setTimeout(r, 250));
     }
     const shared = await withB;
+    const sharedTo = Date.now();
+    if (traceFile) {
+      await new Promise((r) => setTimeout(r, 300)); // the worker writes its trace when it idles
+      summarizeTrace(traceFile, {
+        "team B idle": [idleFrom, idleTo],
+        "flood alone": [aloneFrom, aloneTo],
+        "flood + team B": [sharedFrom, sharedTo],
+      });
+    }
 
     const [idleT, floodedT] = [percentile(idle, 50), percentile(flooded, 50)];
     console.log(
@@ -128,5 +146,54 @@ export default async function fairness(args: string[]) {
     await app?.stop();
     await db.drop();
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+interface TraceLine {
+  k: "prefill" | "decode" | "first";
+  at: number;
+  ms: number;
+  rows: number;
+  reshapeMs: number;
+  moved: number;
+  n: number;
+  queuedMs: number;
+  ttftMs: number;
+}
+
+/** Where the worker's engine spent each phase's wall time, from its ENGINE_TRACE lines. */
+function summarizeTrace(file: string, phases: Record<string, [number, number]>) {
+  if (!existsSync(file)) return console.log("(no engine trace written)");
+  const lines = readFileSync(file, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as TraceLine);
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  const mean = (xs: number[]) => (xs.length ? sum(xs) / xs.length : 0);
+  for (const [name, [from, to]] of Object.entries(phases)) {
+    const within = lines.filter((l) => l.at >= from && l.at <= to);
+    const decode = within.filter((l) => l.k === "decode");
+    const prefill = within.filter((l) => l.k === "prefill");
+    const steps = [...decode, ...prefill];
+    const wall = to - from;
+    const busy = sum(steps.map((l) => l.ms));
+    const reshape = sum(steps.map((l) => l.reshapeMs));
+    const firstB = within.filter((l) => l.k === "first" && l.n === 1);
+    console.log(
+      `engine, ${name}: ${wall} ms wall; ${decode.length} decode steps (mean ${mean(decode.map((l) => l.ms)).toFixed(2)} ms, ` +
+        `${mean(decode.map((l) => l.rows)).toFixed(1)} rows, ${sum(decode.map((l) => l.rows))} tokens), ` +
+        `${prefill.length} prefills (mean ${mean(prefill.map((l) => l.ms)).toFixed(2)} ms); ` +
+        `reshape ${reshape.toFixed(0)} ms (${(sum(steps.map((l) => l.moved)) / 2 ** 20).toFixed(0)} MiB copied); ` +
+        `outside steps ${(wall - busy - reshape).toFixed(0)} ms` +
+        (firstB.length
+          ? `; team B in the engine: queued ${percentile(
+              firstB.map((l) => l.queuedMs),
+              50,
+            ).toFixed(1)} ms, first token ${percentile(
+              firstB.map((l) => l.ttftMs),
+              50,
+            ).toFixed(1)} ms after submit (medians of ${firstB.length})`
+          : ""),
+    );
   }
 }

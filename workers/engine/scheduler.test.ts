@@ -190,4 +190,45 @@ describe("fair sharing between tenants", () => {
     await Promise.all(all);
     expect(order.indexOf("b1")).toBeLessThan(order.indexOf("a3"));
   });
+
+  it("runs a newcomer's prompt before the rest of another tenant's long prompt prefilled in chunks", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16, prefillChunk: 2 });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
+    const longPrompt =
+      "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
+    expect(m.tokenizer.encode(longPrompt).length).toBeGreaterThan(16);
+    const solo = await new Engine({ models: [dir], prefillChunk: 2 }).generate({
+      prompt: longPrompt,
+      max_tokens: 6,
+      temperature: 0,
+    });
+    // Team A runs one sequence, then its next request's long prompt is prefilled 2 tokens a pass.
+    const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
+    let longFirst = -1;
+    const long = engine
+      .start({ prompt: longPrompt, max_tokens: 6, temperature: 0, tenant: "team-a" })
+      .then(async (s) => {
+        let text = "";
+        for await (const e of s)
+          if (e.type === "delta") {
+            if (longFirst < 0) longFirst = m.stats.forwardCalls;
+            text += e.text;
+          }
+        return text;
+      });
+    await expect.poll(() => scheduler.stats().prefilling, { interval: 1 }).toBe(1);
+    const submittedAt = m.stats.forwardCalls;
+    let firstTokenAt = -1;
+    for await (const e of await engine.start({ prompt: "Hello", max_tokens: 2, temperature: 0, tenant: "team-b" }))
+      if (e.type === "delta" && firstTokenAt < 0) firstTokenAt = m.stats.forwardCalls;
+    // Team B's prompt ran within a pass or two, not after the ~9 remaining chunks (and as many decode steps).
+    expect(firstTokenAt - submittedAt).toBeLessThanOrEqual(3);
+    expect(longFirst === -1 || longFirst > firstTokenAt).toBe(true);
+    // The parked prefill resumed where it stopped: the same text as alone.
+    expect(await long).toBe(solo.choices[0].text);
+    expect((await running).usage.completion_tokens).toBe(150);
+  });
 });

@@ -3,13 +3,21 @@
 // When both have work they alternate, so a long prompt delays running streams by at most one
 // chunk per token. A request's sequences join the running batch after its prompt pass and
 // leave as soon as they finish or are cancelled (their KV rows are dropped at that point).
+// Rows keep their slots in the batch: a joiner goes last, and a leaving row's slot is taken by
+// the last row (keptSlots), so the layouts that store rows in place (padded, gqa-shared) copy
+// only the joiner's prompt cache and at most one row per leaver, never the whole cache.
 //
 // Fair sharing between tenants (teams): each has its own queue, and the next request admitted is
 // the oldest of the tenant with the fewest sequences running. Each tenant may run up to maxBatch
 // sequences, and the batch holds up to twice that in all: so one team's flood of n=16 requests
 // cannot hold another team's first token back by more than a step and a prefill, and that other
 // team's few sequences do not hold the flood's next request back either (with one tenant, the
-// batch is maxBatch as before).
+// batch is maxBatch as before). A request read during a pass is admitted before the next one
+// (the loop yields two event-loop turns), a tenant with nothing running parks another tenant's
+// chunked prefill (see admit), and its row joining and leaving moves no other row's cache: on
+// `npm run bench -- fairness` the flood keeps ~92-95% of its throughput (was 58%, then 29% on a
+// loaded machine) and the newcomer's first token takes ~2.2-2.5× its idle time (was 5.6-11×).
+// ENGINE_TRACE=<file> traces each pass (./trace.ts).
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
 import { BadWordsGuard } from "./bad-words";
 import { EngineError } from "./errors";
@@ -22,6 +30,7 @@ import type { RequestPlan } from "./request-plan";
 import { sampleToken } from "./sampler";
 import { Sequence } from "./sequence";
 import { tokenTable } from "./token-table";
+import { flushTrace, trace, tracing } from "./trace";
 
 export interface SchedulerOptions {
   /** Most sequences decoding together. */
@@ -35,6 +44,8 @@ export interface SchedulerOptions {
 interface Row {
   seq: Sequence;
   job: GenerationJob;
+  /** Join order: rows are sampled (and their events emitted) in it, whatever their slot. */
+  joined: number;
 }
 
 export class Scheduler {
@@ -48,6 +59,9 @@ export class Scheduler {
   private prefilling: GenerationJob | null = null;
   private rows: Row[] = [];
   private joiners: { row: Row; state: PrefillState }[] = [];
+  private joins = 0;
+  /** ENGINE_TRACE only: when each job was submitted and admitted (performance.now()). */
+  private readonly times = new WeakMap<GenerationJob, { submitted: number; admitted: number }>();
   /** The running rows' caches, in `rows` order; how they are stored is the model layout's. */
   private batch: DecodeBatch | null = null;
   private looping = false;
@@ -97,6 +111,7 @@ export class Scheduler {
     if (queue) queue.push(job);
     else this.queues.set(job.tenant, [job]);
     this.queued++;
+    if (tracing) this.times.set(job, { submitted: performance.now(), admitted: 0 });
     this.kick();
     return job.channel;
   }
@@ -168,29 +183,47 @@ export class Scheduler {
         try {
           if (canPrefill && (!canDecode || this.preferPrefill || newcomer)) await this.prefillStep(this.prefilling!);
           else await this.decodeStep();
+          if (tracing) this.traceStep();
         } catch (e) {
           this.failAll(e);
         }
         this.preferPrefill = !this.preferPrefill;
-        await new Promise((r) => setImmediate(r)); // let I/O (new requests, disconnects) in
+        // Let I/O in (new requests, disconnects): two turns of the event loop, so that a request read
+        // in the first (its body, then the async steps to submit) is admitted before the next pass.
+        await new Promise((r) => setImmediate(r));
+        await new Promise((r) => setImmediate(r));
       }
     } finally {
       this.looping = false;
     }
     if (this.queued > 0) this.kick();
-    else for (const w of this.idleWaiters.splice(0)) w();
+    else {
+      flushTrace();
+      for (const w of this.idleWaiters.splice(0)) w();
+    }
   }
 
   /**
    * Starts the prefill of the next request: of the tenants with requests waiting, the one with
    * the fewest sequences in the batch (then the oldest request). Its tenant's sequences must fit
-   * in maxBatch, and the whole batch in twice that.
+   * in maxBatch, and the whole batch in twice that. A long prompt prefilled in chunks does not
+   * hold a tenant with nothing running back: its prefill is parked (at the head of its tenant's
+   * queue, its cache kept) while the newcomer's runs, so a newcomer waits at most one pass.
    */
   private admit() {
-    if (this.prefilling || this.queued === 0) return;
+    if (this.queued === 0) return;
     const running = new Map<string, number>();
     for (const r of [...this.rows, ...this.joiners.map((j) => j.row)])
       running.set(r.job.tenant, (running.get(r.job.tenant) ?? 0) + 1);
+    if (this.prefilling) {
+      const parked = this.prefilling;
+      if (!running.get(parked.tenant) || !this.newcomerWaiting(running)) return;
+      this.prefilling = null;
+      const queue = this.queues.get(parked.tenant);
+      if (queue) queue.unshift(parked);
+      else this.queues.set(parked.tenant, [parked]);
+      this.queued++;
+    }
     let next: GenerationJob | undefined;
     for (const queue of this.queues.values()) {
       const head = queue[0];
@@ -205,6 +238,18 @@ export class Scheduler {
     if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
     this.dequeue(next);
     this.prefilling = next;
+    const times = this.times.get(next);
+    if (times) times.admitted = performance.now();
+  }
+
+  /** Whether a tenant with no sequences running has a request waiting that the batch has room for. */
+  private newcomerWaiting(running: Map<string, number>) {
+    const occupied = this.rows.length + this.joiners.length;
+    for (const queue of this.queues.values()) {
+      const head = queue[0];
+      if (head && !running.get(head.tenant) && occupied + head.plan.request.n <= 2 * this.maxBatch) return true;
+    }
+    return false;
   }
 
   private dequeue(job: GenerationJob) {
@@ -216,9 +261,14 @@ export class Scheduler {
     if (queue!.length === 0) this.queues.delete(job.tenant);
   }
 
-  /** Drops finished/cancelled rows and adds joiners; the batch moves caches only then. */
+  /**
+   * Drops finished/cancelled rows and adds joiners; the batch moves caches only then. Surviving
+   * rows keep their slots; a slot left empty takes a surviving row from the end of the batch,
+   * and joiners go last: a row leaving from the end or joining moves no other row's cache.
+   */
   private reshape() {
-    const keep = this.rows.map((r, i) => (r.seq.finished || r.job.cancelled ? -1 : i)).filter((i) => i >= 0);
+    const t0 = tracing ? performance.now() : 0;
+    const keep = keptSlots(this.rows.map((r) => !r.seq.finished && !r.job.cancelled));
     const joiners = this.joiners.filter((j) => !j.row.seq.finished && !j.row.job.cancelled);
     if (keep.length === this.rows.length && this.joiners.length === 0) return;
     this.rows = [...keep.map((i) => this.rows[i]), ...joiners.map((j) => j.row)];
@@ -232,9 +282,33 @@ export class Scheduler {
       keep,
       joiners.map((j) => j.state),
     );
+    if (tracing) this.reshapeMs += performance.now() - t0;
   }
 
+  private reshapeMs = 0;
+  private lastMoved = 0;
+  private stepStart = 0;
+
+  private traceStep() {
+    const at = performance.now();
+    const moved = this.batch?.moved ?? this.lastMoved;
+    trace({
+      k: this.lastStep,
+      at: Date.now(),
+      ms: +(at - this.stepStart).toFixed(2),
+      rows: this.rows.length,
+      reshapeMs: +this.reshapeMs.toFixed(2),
+      moved: moved >= this.lastMoved ? moved - this.lastMoved : moved,
+    });
+    this.reshapeMs = 0;
+    this.lastMoved = moved;
+  }
+
+  private lastStep: "prefill" | "decode" = "decode";
+
   private async prefillStep(job: GenerationJob) {
+    this.lastStep = "prefill";
+    this.stepStart = performance.now();
     const ids = job.plan.promptIds;
     const start = job.prefilled;
     const end = Math.min(ids.length, start + this.prefillChunk);
@@ -246,20 +320,32 @@ export class Scheduler {
 
     this.prefilling = null;
     for (const seq of job.sequences) this.sampleInto(seq, job, logits);
-    for (const seq of job.sequences) if (!seq.finished) this.joiners.push({ row: { seq, job }, state });
+    const times = this.times.get(job);
+    if (times) {
+      const queuedMs = +(times.admitted - times.submitted).toFixed(2);
+      const ttftMs = +(performance.now() - times.submitted).toFixed(2);
+      trace({ k: "first", at: Date.now(), tenant: job.tenant, n: job.sequences.length, queuedMs, ttftMs });
+    }
+    for (const seq of job.sequences)
+      if (!seq.finished) this.joiners.push({ row: { seq, job, joined: this.joins++ }, state });
     job.prefillKv = null;
     this.settle(job);
   }
 
   private async decodeStep() {
+    this.lastStep = "decode";
+    this.stepStart = performance.now();
     const rows = this.rows;
     const logits = await this.batch!.step(rows.map((r) => r.seq.pendingToken));
     const touched = new Set<GenerationJob>();
-    rows.forEach((r, i) => {
-      if (r.job.cancelled || r.seq.finished) return;
+    // In join order (slots are not), so each request's events come in the order they always did.
+    const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);
+    for (const i of order) {
+      const r = rows[i];
+      if (r.job.cancelled || r.seq.finished) continue;
       this.sampleInto(r.seq, r.job, logits[i]);
       touched.add(r.job);
-    });
+    }
     for (const job of touched) this.settle(job);
   }
 
@@ -300,4 +386,19 @@ export class Scheduler {
     this.batch = null;
     this.prefilling = null;
   }
+}
+
+/**
+ * The old slots the new batch takes, in new-slot order, given which of the current rows survive:
+ * a survivor keeps its slot when that slot still exists; the slots of rows that left are filled
+ * by the survivors beyond the new size, in order. So keep[i] >= i for every i, keep[i] === i for
+ * every row that stays put, and only as many rows move as rows left from below the new size.
+ */
+export function keptSlots(alive: readonly boolean[]): number[] {
+  const size = alive.filter(Boolean).length;
+  const tail: number[] = [];
+  for (let i = size; i < alive.length; i++) if (alive[i]) tail.push(i);
+  const keep: number[] = [];
+  for (let i = 0, t = 0; i < size; i++) keep.push(alive[i] ? i : tail[t++]);
+  return keep;
 }

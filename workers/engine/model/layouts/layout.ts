@@ -15,9 +15,14 @@ export interface DecodeBatch {
   readonly bytes: number;
   /** Cache columns per row (capacity), for stats. */
   readonly columns: number;
+  /** Bytes of cache copied by membership and capacity changes so far, where the layout counts them. */
+  readonly moved?: number;
   /**
    * New membership: the current rows at indices `keep` (in that order), then one row per joiner
    * (a joiner listed twice gets two rows: a request's n sequences share their prompt's cache).
+   * The scheduler keeps surviving rows in their slots where it can (keep[i] === i), fills a
+   * leaving row's slot from the end (keep[i] > i) and appends joiners, so a layout that stores
+   * rows in place needs to move only the rows whose index changes.
    */
   reshape(keep: readonly number[], joiners: readonly PrefillState[]): void;
   /** Feeds tokens[i] to row i; returns each row's next-token logits (valid until the next step). */

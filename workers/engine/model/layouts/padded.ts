@@ -3,133 +3,130 @@
 // [0, length_r), the columns after it are masked out by attention_mask, and positions are fed
 // explicitly, so rows of any lengths share a pass. The graph appends the fed token at column
 // `capacity` of `present` (written into a preallocated scratch, not copied out of onnxruntime);
-// that one column is then copied to column length_r. Rows move only when membership changes or
-// the capacity grows.
+// that one column is then copied to column length_r.
+//
+// The buffers (cache and scratch) keep spare room and are fed as views of their first rows
+// (./kv-rows.ts): a row joining copies in its prompt's cache and nothing else, a row leaving
+// from the end moves nothing, a row leaving from the middle has the last row moved into its slot
+// (the scheduler orders rows so), and a capacity change re-strides in place. Before, every
+// join and leave allocated and filled a whole new cache and scratch: on the fairness bench (one
+// team's 16 rows, another's one row joining and leaving) the engine spent 199 s of 968 s
+// rebuilding caches (72 GB copied, machine loaded); now 0.8 s of 116 s (4 GB, nearly all of it
+// capacity growth, which the flood alone does as well).
 import type { DecodeBatch, PrefillState } from "./layout";
-import { copyRow, kvData, type GraphIo } from "./feeds";
+import type { GraphIo } from "./feeds";
+import { KvRows, withHeadroom } from "./kv-rows";
 import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
 
 /**
  * Every padded column costs each step (the graph concatenates, transposes and attends over the
  * whole past): measured on the 134M bench model's q4 graph, a pass over 128 columns of past took
- * 35% longer than over 20. A full cache is rebuilt instead, every 16 steps at first, then every
+ * 35% longer than over 20. The capacity grows when full, by 16 columns at first, then by
  * longest/8: about 8 padded columns on short sequences, at most 1/16 of the past on long ones.
+ * A membership change keeps the capacity unless it exceeds what capacityFor(longest) would give.
  */
 export const capacityFor = (longest: number) => longest + Math.max(16, Math.ceil(longest / 8));
 
-interface Scratch {
-  presents: KvArray[];
-  presentTensors: OrtTensor[];
-  logits: ReturnType<GraphIo["logitsOutput"]>;
-}
-
 export class PaddedBatch implements DecodeBatch {
-  private buffers: KvArray[] = [];
-  private lengths: number[] = [];
-  private cap = 0;
+  private readonly cache: KvRows;
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
   private mask = new BigInt64Array(0);
-  /** present outputs and logits for the current row count and capacity, reused step after step. */
-  private scratch = new Map<number, Scratch>();
+  /** present outputs, [rows, heads, cap + 1, head_dim] views of these, reused step after step. */
+  private presents: KvArray[] = [];
+  private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
+  private logitsRows = 0;
 
-  constructor(private readonly io: GraphIo) {}
+  constructor(private readonly io: GraphIo) {
+    const { kv } = io.sig;
+    this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
+  }
 
   get size() {
-    return this.lengths.length;
+    return this.cache.size;
   }
   get bytes() {
-    return this.buffers.reduce((a, b) => a + b.byteLength, 0);
+    return this.cache.bytes;
   }
   get columns() {
-    return this.cap;
+    return this.cache.stride;
+  }
+  /** Bytes of cache copied by membership and capacity changes so far. */
+  get moved() {
+    return this.cache.moved;
   }
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
-    const lengths = [...keep.map((r) => this.lengths[r]), ...joiners.map((j) => j.length)];
-    this.rebuild(lengths, capacityFor(Math.max(0, ...lengths)), (dst, e, toRow, cap) => {
-      const { heads, headDim } = this.io.sig.kv;
-      if (toRow < keep.length)
-        copyRow(this.buffers[e], keep[toRow], this.cap, dst, toRow, cap, lengths[toRow], heads, headDim);
-      else {
-        const j = joiners[toRow - keep.length];
-        copyRow(kvData(j.presents[e]), 0, j.length, dst, toRow, cap, j.length, heads, headDim);
-      }
-    });
+    const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
+    const cap = this.cache.stride;
+    this.cache.reshape(keep, joiners, longest < cap && cap <= capacityFor(longest) ? cap : capacityFor(longest));
+    this.fillMask();
   }
 
-  private rebuild(
-    lengths: number[],
-    cap: number,
-    fill: (dst: KvArray, entry: number, row: number, cap: number) => void,
-  ) {
-    const { kv } = this.io.sig;
-    const B = lengths.length;
-    this.buffers = kv.entries.map((_, e) => {
-      const dst = newKvArray(kv.type, B * this.io.rowSize * cap);
-      for (let r = 0; r < B; r++) fill(dst, e, r, cap);
-      return dst;
-    });
-    this.lengths = lengths;
-    this.cap = cap;
-    this.mask = new BigInt64Array(B * (cap + 1));
+  private fillMask() {
+    const cap = this.cache.stride;
+    const lengths = this.cache.lengths;
+    this.mask = new BigInt64Array(lengths.length * (cap + 1));
     lengths.forEach((len, r) => {
       this.mask.fill(1n, r * (cap + 1), r * (cap + 1) + len);
       this.mask[r * (cap + 1) + cap] = 1n;
     });
-    this.scratch.clear();
   }
 
   async step(tokens: readonly number[]): Promise<Float32Array[]> {
     const { kv } = this.io.sig;
-    const longest = Math.max(...this.lengths);
-    if (longest >= this.cap) {
-      // Full: move every row into a larger buffer (the new token goes to column length_r).
-      const old = this.buffers;
-      const oldCap = this.cap;
-      this.rebuild([...this.lengths], capacityFor(longest), (dst, e, r, cap) =>
-        copyRow(old[e], r, oldCap, dst, r, cap, this.lengths[r], kv.heads, kv.headDim),
-      );
+    const longest = Math.max(...this.cache.lengths);
+    if (longest >= this.cache.stride) {
+      // Full: re-stride every row to the larger capacity (the new token goes to column length_r).
+      this.cache.resize(capacityFor(longest));
+      this.fillMask();
     }
-    const cap = this.cap;
+    const lengths = this.cache.lengths; // (resize replaces the array)
+    const cap = this.cache.stride;
     const D = kv.headDim;
     const B = this.size;
-    const s = this.scratchFor(B);
+    const presentDims = [B, kv.heads, cap + 1, D];
+    const presentLength = B * this.io.rowSize * (cap + 1);
+    if ((this.presents[0]?.length ?? 0) < presentLength) {
+      const alloc = withHeadroom(presentLength, this.io.rowSize * (cap + 1));
+      this.presents = kv.entries.map(() => newKvArray(kv.type, alloc));
+    }
+    const presents = this.presents.map((p) => p.subarray(0, presentLength));
+    const logits = this.logitsFor(B);
     const feeds = {
-      ...this.io.inputs(tokens, B, 1, () => this.lengths, true),
+      ...this.io.inputs(tokens, B, 1, () => lengths, true),
       attention_mask: int64View(this.mask, [B, cap + 1]),
-      ...this.io.past(this.buffers, [B, kv.heads, cap, D]),
+      ...this.io.past(
+        kv.entries.map((_, e) => this.cache.view(e)),
+        [B, kv.heads, cap, D],
+      ),
     };
-    const fetches: Record<string, OrtTensor | null> = { logits: s.logits.tensor };
-    kv.entries.forEach((e, i) => (fetches[e.present] = s.presentTensors[i]));
+    const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
+    kv.entries.forEach((e, i) => (fetches[e.present] = kvTensor(kv.type, presents[i], presentDims)));
     await this.io.session.run(feeds, fetches);
     // The fed token's keys/values: column `cap` of present → column length_r of the cache.
     kv.entries.forEach((_, i) => {
-      const src = s.presents[i];
-      const dst = this.buffers[i];
+      const src = presents[i];
+      const dst = this.cache.buffers[i];
       for (let r = 0; r < B; r++) {
         for (let h = 0; h < kv.heads; h++) {
           const from = ((r * kv.heads + h) * (cap + 1) + cap) * D;
-          dst.set(src.subarray(from, from + D), ((r * kv.heads + h) * cap + this.lengths[r]) * D);
+          dst.set(src.subarray(from, from + D), ((r * kv.heads + h) * cap + lengths[r]) * D);
         }
       }
     });
-    for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + this.lengths[r]++] = 1n;
-    return this.io.lastLogits(s.logits.tensor, B, s.logits.rows);
+    for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + lengths[r]++] = 1n;
+    return this.io.lastLogits(logits.tensor, B, logits.rows);
   }
 
-  private scratchFor(g: number): Scratch {
-    let s = this.scratch.get(g);
-    if (!s) {
-      const { kv } = this.io.sig;
-      const dims = [g, kv.heads, this.cap + 1, kv.headDim];
-      const presents = kv.entries.map(() => newKvArray(kv.type, g * this.io.rowSize * (this.cap + 1)));
-      s = {
-        presents,
-        presentTensors: presents.map((p) => kvTensor(kv.type, p, dims)),
-        logits: this.io.logitsOutput(g),
-      };
-      this.scratch.set(g, s);
+  /** A [B, 1, V] logits output over one buffer kept for the most rows seen. */
+  private logitsFor(B: number): ReturnType<GraphIo["logitsOutput"]> {
+    if (!this.logits || this.logitsRows < B) {
+      this.logitsRows = Math.max(B, Math.ceil(B * 1.5));
+      this.logits = this.io.logitsOutput(this.logitsRows);
     }
-    return s;
+    const V = this.io.vocabSize;
+    const { tensor, rows } = this.logits;
+    const type = tensor.type === "float16" ? "float16" : "float32";
+    return { tensor: kvTensor(type, (tensor.data as KvArray).subarray(0, B * V), [B, 1, V]), rows };
   }
 }

@@ -1,0 +1,153 @@
+// Left-aligned cache rows, one buffer per cache entry laid out [rows, heads, stride, head_dim]:
+// row r's tokens sit in columns [0, length_r) of its block. The buffers are allocated with spare
+// room (rows and columns together), and the graph is fed a view of the first `size` rows, so:
+//  - a membership change moves only the rows whose slot changes (the scheduler fills a leaving
+//    row's slot with a row from the end, so a row leaving from the end or a row joining at the
+//    end moves no other row) and copies each joiner's prompt cache in once;
+//  - a capacity change re-strides the rows in place (one memmove per row and head);
+//  - memory is allocated again only when the room runs out (or is 4× too large), and then with
+//    headroom, so membership changes stop allocating and zero-filling a whole cache each time.
+// Columns past a row's length hold stale (finite) keys and values; the graphs mask them out.
+import type { PrefillState } from "./layout";
+import { copyRow, kvData } from "./feeds";
+import { newKvArray, type KvArray } from "../session";
+
+export interface KvShape {
+  type: "float32" | "float16";
+  entries: number;
+  heads: number;
+  headDim: number;
+}
+
+/**
+ * Elements to allocate for `need`: half as much again (room for a capacity growth or two and
+ * for rows joining), and at least two more rows of `rowElems`.
+ */
+export const withHeadroom = (need: number, rowElems: number) => Math.ceil(Math.max(need * 1.5, need + 2 * rowElems));
+
+export class KvRows {
+  buffers: KvArray[] = [];
+  lengths: number[] = [];
+  /** Columns per row: the capacity the graph sees. */
+  stride = 0;
+  /** Bytes of cache copied by reshapes and re-strides so far (joiners' prompt caches included). */
+  moved = 0;
+  /** Buffer allocations so far. */
+  allocations = 0;
+
+  constructor(private readonly shape: KvShape) {}
+
+  get size() {
+    return this.lengths.length;
+  }
+  get bytes() {
+    return this.buffers.reduce((a, b) => a + b.byteLength, 0);
+  }
+  private get rowSize() {
+    return this.shape.heads * this.shape.headDim;
+  }
+  private get elemBytes() {
+    return this.shape.type === "float32" ? 4 : 2;
+  }
+  private get capacity() {
+    return this.buffers[0]?.length ?? 0;
+  }
+
+  /** Entry e's first `size` rows at the current stride, as the graph takes them. */
+  view(e: number): KvArray {
+    return this.buffers[e].subarray(0, this.size * this.rowSize * this.stride);
+  }
+
+  /**
+   * New membership: current rows `keep` (in that order), then one row per joiner, at `stride`
+   * columns per row (each row's length must fit in it). In place when the room allows.
+   */
+  reshape(keep: readonly number[], joiners: readonly PrefillState[], stride: number) {
+    const lengths = [...keep.map((r) => this.lengths[r]), ...joiners.map((j) => j.length)];
+    const need = lengths.length * this.rowSize * stride;
+    const rowElems = this.rowSize * stride;
+    if (need > this.capacity || this.capacity > 4 * withHeadroom(need, rowElems)) {
+      // New buffers: copy the kept rows straight to their new slots and stride.
+      const old = this.buffers;
+      const oldStride = this.stride;
+      const oldLengths = this.lengths;
+      const alloc = withHeadroom(need, rowElems);
+      this.buffers = Array.from({ length: this.shape.entries }, () => newKvArray(this.shape.type, alloc));
+      this.allocations++;
+      keep.forEach((from, to) => {
+        for (let e = 0; e < old.length; e++)
+          this.copyColumns(old[e], from, oldStride, this.buffers[e], to, stride, oldLengths[from]);
+      });
+    } else {
+      this.moveRows(keep);
+      this.lengths = keep.map((r) => this.lengths[r]);
+      this.restride(stride);
+    }
+    joiners.forEach((j, i) => {
+      for (let e = 0; e < this.buffers.length; e++)
+        this.copyColumns(kvData(j.presents[e]), 0, j.length, this.buffers[e], keep.length + i, stride, j.length);
+    });
+    this.lengths = lengths;
+    this.stride = stride;
+  }
+
+  /** Changes the stride of the current rows, in place when the room allows. */
+  resize(stride: number) {
+    if (stride === this.stride) return;
+    this.reshape([...this.lengths.keys()], [], stride);
+  }
+
+  /** Rows `keep` to slots 0..keep.length-1 at the current stride; a kept row in its slot stays. */
+  private moveRows(keep: readonly number[]) {
+    const block = this.rowSize * this.stride;
+    const moves = keep.map((from, to) => ({ from, to })).filter((m) => m.from !== m.to);
+    if (moves.length === 0) return;
+    // Each row moving to a lower slot: in ascending order no source is overwritten before it is read.
+    const forward = moves.every((m) => m.from > m.to);
+    for (const buf of this.buffers) {
+      const staged = forward ? [] : moves.map((m) => buf.slice(m.from * block, (m.from + 1) * block));
+      moves.forEach((m, i) => {
+        if (forward) buf.copyWithin(m.to * block, m.from * block, (m.from + 1) * block);
+        else buf.set(staged[i], m.to * block);
+      });
+    }
+    this.moved += moves.length * block * this.buffers.length * this.elemBytes;
+  }
+
+  /** The current rows from the current stride to `stride`, in place (the room must suffice). */
+  private restride(stride: number) {
+    const old = this.stride;
+    if (stride === old || this.size === 0) {
+      this.stride = stride;
+      return;
+    }
+    const { heads, headDim: D } = this.shape;
+    const blocks = this.size * heads;
+    // Growing, blocks move up: last first. Shrinking, they move down: first first. Either way a
+    // block is written only over columns whose contents have already moved.
+    for (const buf of this.buffers) {
+      for (let k = 0; k < blocks; k++) {
+        const b = stride > old ? blocks - 1 - k : k;
+        const len = this.lengths[Math.floor(b / heads)];
+        buf.copyWithin(b * stride * D, b * old * D, (b * old + len) * D);
+      }
+    }
+    this.moved += this.lengths.reduce((a, len) => a + len, 0) * heads * D * this.buffers.length * this.elemBytes;
+    this.stride = stride;
+  }
+
+  /** `length` columns of row `row` of a [*, heads, fromStride, D] cache to row `toRow` here. */
+  private copyColumns(
+    src: KvArray,
+    row: number,
+    fromStride: number,
+    dst: KvArray,
+    toRow: number,
+    toStride: number,
+    length: number,
+  ) {
+    const { heads, headDim: D } = this.shape;
+    copyRow(src, row, fromStride, dst, toRow, toStride, length, heads, D);
+    this.moved += heads * length * D * this.elemBytes;
+  }
+}
