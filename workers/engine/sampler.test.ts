@@ -145,3 +145,40 @@ describe("logits processing (exact)", () => {
     expect(Math.exp(r.logprob)).toBeCloseTo(p[r.id], 5);
   });
 });
+
+describe("greedy choice without a copy of the logits", () => {
+  const argmax = (l: Float32Array) => l.reduce((best, v, i) => (v > l[best] ? i : best), 0);
+
+  it("applies bias, bans and the repetition penalty, and leaves the logits as they were", () => {
+    const raw = Float32Array.from([2.0, 1.9, 1.8, 1.7, 1.6]);
+    const before = Float32Array.from(raw);
+    const prng = createPrng(1);
+    const pick = (params: Partial<SamplingParams>, banned: number[][] = [], seen: number[] = []) =>
+      sampleToken(raw, { ...base, temperature: 0, ...params }, { prng, seen, banned, fallbackToken: 99 }).id;
+    expect(pick({})).toBe(0);
+    expect(pick({ bias: new Map([[0, -100]]) })).toBe(1);
+    expect(pick({ bias: new Map([[4, 0.5]]) })).toBe(4);
+    expect(pick({}, [[0, 1]])).toBe(2);
+    expect(pick({ repetitionPenalty: 2 }, [], [0, 1])).toBe(2); // 2.0 → 1.0, 1.9 → 0.95
+    expect(pick({ bias: new Map([[0, 1]]), repetitionPenalty: 4 }, [], [0])).toBe(1); // (2 + 1) / 4
+    expect(pick({ bias: new Map([0, 1, 2, 3, 4].map((id) => [id, -100])) })).toBe(99); // all banned: fallback
+    expect(raw).toEqual(before);
+  });
+
+  it("chooses what the copying path (processLogits, then argmax) chooses", () => {
+    const prng = createPrng(3);
+    for (let trial = 0; trial < 200; trial++) {
+      const raw = Float32Array.from({ length: 64 }, () => Math.round(prng.next() * 20) / 4 - 2); // ties too
+      const bias = new Map<number, number>();
+      for (let i = 0; i < 3; i++) bias.set(Math.floor(prng.next() * 64), [-100, -1, 2][i]);
+      const banned = [[Math.floor(prng.next() * 64)]];
+      const seen = Array.from({ length: 5 }, () => Math.floor(prng.next() * 64));
+      const params = { ...base, temperature: 0, bias, repetitionPenalty: trial % 2 ? 1.3 : 1 };
+      const ctx = { prng, seen, banned, fallbackToken: 0 };
+      const want = argmax(processLogits(raw, params, ctx));
+      const copy = Float32Array.from(raw);
+      expect(sampleToken(raw, params, ctx).id).toBe(want);
+      expect(raw).toEqual(copy);
+    }
+  });
+});

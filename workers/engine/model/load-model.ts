@@ -14,7 +14,7 @@ import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import { scanOnnxOps } from "./onnx-scan";
 import type { LoadProgress } from "./progress";
-import { createGraphSession, type GraphSession } from "./session";
+import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
 
 export interface ModelInfo {
   contextLength: number;
@@ -52,6 +52,8 @@ export interface LoadModelOptions {
   signal?: AbortSignal;
   /** Hub settings; default from the environment (see hub-config.ts). */
   hub?: Partial<HubOptions>;
+  /** onnxruntime session settings (thread count); default onnxruntime's. */
+  session?: SessionSettings;
 }
 
 export async function loadModel(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
@@ -75,7 +77,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   let session: GraphSession | undefined;
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
-    session = await createGraphSession(path.join(dir, choice.graph));
+    session = await createGraphSession(path.join(dir, choice.graph), opts.session);
   } catch (e) {
     if (isEngineError(e)) throw e;
     throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);

@@ -20,6 +20,15 @@ const SESSION_OPTIONS: ort.InferenceSession.SessionOptions = {
   extra: { session: { intra_op: { allow_spinning: "0" }, inter_op: { allow_spinning: "0" } } },
 };
 
+export interface SessionSettings {
+  /** onnxruntime's intra-op threads (the calling thread included); default one per physical core. */
+  threads?: number;
+}
+
+export function sessionOptions(settings: SessionSettings = {}): ort.InferenceSession.SessionOptions {
+  return { ...SESSION_OPTIONS, ...(settings.threads ? { intraOpNumThreads: settings.threads } : {}) };
+}
+
 export interface GraphSession {
   readonly inputs: readonly ValueMeta[];
   readonly outputs: readonly ValueMeta[];
@@ -32,8 +41,8 @@ export interface GraphSession {
   dispose(): Promise<void>;
 }
 
-export async function createGraphSession(file: string): Promise<GraphSession> {
-  const session = await ort.InferenceSession.create(file, SESSION_OPTIONS);
+export async function createGraphSession(file: string, settings: SessionSettings = {}): Promise<GraphSession> {
+  const session = await ort.InferenceSession.create(file, sessionOptions(settings));
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
   const stats = { forwardCalls: 0 };
