@@ -15,8 +15,9 @@
 // batch is maxBatch as before). A request read during a pass is admitted before the next one
 // (the loop yields two event-loop turns), a tenant with nothing running parks another tenant's
 // chunked prefill (see admit), and its row joining and leaving moves no other row's cache: on
-// `npm run bench -- fairness` the flood keeps ~92-95% of its throughput (was 58%, then 29% on a
-// loaded machine) and the newcomer's first token takes ~2.2-2.5× its idle time (was 5.6-11×).
+// `npm run bench -- fairness --quick` the flood keeps 92-95% of its throughput and the newcomer's
+// first token takes 2.2-2.5× its idle time; full runs on a loaded 2-core machine: 66-92% and
+// 3.0-4.4× (before: 58% and 5.6×, 29% and 11×). See docs/api.md, Fair sharing.
 // ENGINE_TRACE=<file> traces each pass (./trace.ts).
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
 import { BadWordsGuard } from "./bad-words";
