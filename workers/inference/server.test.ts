@@ -125,3 +125,53 @@ describe("internal inference server", () => {
     expect(await client.health()).toMatchObject({ status: "ok", models: engine.models });
   });
 });
+
+describe("internal inference server, a reader that stops reading", () => {
+  it("a client that leaves while the stream waits for it to drain ends the handler", async () => {
+    // A stand-in engine whose events are large enough to fill the socket's buffers at once.
+    let pulled = 0;
+    let closed = false;
+    const big = "x".repeat(64 * 1024);
+    const fake = {
+      models: ["m"],
+      loadStats: async () => [],
+      start: async (_input: unknown, opts: { signal?: AbortSignal }) =>
+        (async function* () {
+          try {
+            for (;;) {
+              if (opts.signal?.aborted) throw Object.assign(new Error("aborted"), { name: "AbortError" });
+              pulled++;
+              yield { type: "delta" as const, index: 0, text: big };
+            }
+          } finally {
+            closed = true;
+          }
+        })(),
+    } as unknown as Engine;
+    const stalled = await startInferenceServer({ engine: fake, secret, log: () => {}, keepAliveMs: 60 });
+    try {
+      const { request } = await import("node:http");
+      const req = request(`${stalled.url}/generate-stream`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+      });
+      const response = new Promise<import("node:http").IncomingMessage>((r) => req.once("response", r));
+      req.on("error", () => {});
+      req.end("{}");
+      (await response).pause(); // read nothing: the server's writes back up
+      // The server stops pulling events once its writes wait for 'drain'.
+      await expect
+        .poll(async () => {
+          const before = pulled;
+          await new Promise((r) => setTimeout(r, 150));
+          return pulled === before && pulled > 0;
+        })
+        .toBe(true);
+      req.destroy();
+      // Its loop wakes up, sees the cancellation and closes the events.
+      await expect.poll(() => closed, { timeout: 3000 }).toBe(true);
+    } finally {
+      await stalled.close();
+    }
+  });
+});

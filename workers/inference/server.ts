@@ -124,9 +124,24 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
     });
     res.flushHeaders();
     let lastWrite = Date.now();
+    // A write made while the reader is behind waits for 'drain', or for the connection to close
+    // (a client that left never drains: without it the handler hung, and the keep-alive timer
+    // below went on adding a listener each tick). Writes that wait share one wait.
+    let drained: Promise<void> | null = null;
     const write = async (text: string) => {
       lastWrite = Date.now();
-      if (!res.write(text)) await new Promise((r) => res.once("drain", r));
+      if (res.destroyed || res.write(text)) return;
+      drained ??= new Promise<void>((resolve) => {
+        const done = () => {
+          res.off("drain", done);
+          res.off("close", done);
+          drained = null;
+          resolve();
+        };
+        res.on("drain", done);
+        res.on("close", done);
+      });
+      await drained;
     };
     const keepAlive = setInterval(
       () => {
