@@ -10,6 +10,7 @@
 // convert_hf_to_gguf.py does. The embedding [V, C] and the norms are identical.
 import { closeSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import path from "node:path";
+import { toFloat16Array, toFloat16Bits } from "../../../workers/engine/model/float16";
 import type { LlamaShape, LlamaWeights } from "../../tiny-model/llama-weights";
 
 export type GgufKind = "f32" | "f16" | "q8_0" | "q4_0";
@@ -124,41 +125,15 @@ class GgufFile {
 
 // ---- numeric encoders, as ggml's reference implementations ----
 
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-/** Round to nearest even, as GGML_FP32_TO_FP16 on F16C hardware. */
-export function f32ToF16(v: number): number {
-  f32[0] = v;
-  const x = u32[0];
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let h = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && h & 1)) h++;
-    return sign | h;
-  }
-  let h = sign | (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
-  return h;
-}
+/** Round to nearest even, as GGML_FP32_TO_FP16 on F16C hardware (the engine's own encoder). */
+export const f32ToF16 = toFloat16Bits;
 
 /** C roundf(): half away from zero. */
 const roundAway = (x: number) => (x < 0 ? -Math.round(-x) : Math.round(x));
 
 function toF16(x: Float32Array): Uint8Array {
-  const out = new Uint16Array(x.length);
-  for (let i = 0; i < x.length; i++) out[i] = f32ToF16(x[i]);
-  return new Uint8Array(out.buffer);
+  const out = toFloat16Array(x);
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
 
 /** block_q8_0 { half d; int8 qs[32] } (quantize_row_q8_0_ref). */
