@@ -146,7 +146,7 @@ describe("logits processing (exact)", () => {
   });
 });
 
-describe("greedy choice without a copy of the logits", () => {
+describe("greedy choice with bias, bans and the repetition penalty", () => {
   const argmax = (l: Float32Array) => l.reduce((best, v, i) => (v > l[best] ? i : best), 0);
 
   it("applies bias, bans and the repetition penalty, and leaves the logits as they were", () => {

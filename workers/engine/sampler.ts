@@ -60,10 +60,6 @@ export function processLogits(raw: Float32Array, p: SamplingParams, ctx: SampleC
 }
 
 export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleContext): SampleResult {
-  if (p.temperature === 0 && !p.logprobs) {
-    const id = greedyArgmax(raw, p, ctx);
-    return id < 0 ? { id: ctx.fallbackToken, logprob: 0, top: null } : { id, logprob: NaN, top: null };
-  }
   const l = processLogits(raw, p, ctx);
   let max = -Infinity;
   let argmax = -1;
@@ -84,42 +80,6 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
   const logprobOf = (t: number) => l[t] - logZ;
   const top = topN(l, p.logprobs).map((t) => ({ id: t, logprob: logprobOf(t) }));
   return { id, logprob: logprobOf(id), top };
-}
-
-/**
- * Greedy choice without a vocabulary-sized copy: processLogits' changes (bias, bans, repetition
- * penalty: a few ids each) are written into `raw` in its order, the argmax is taken (first
- * maximum, as sampleToken's), and `raw` is restored before returning. -1 when all are banned.
- */
-function greedyArgmax(raw: Float32Array, p: SamplingParams, ctx: SampleContext): number {
-  const saved: number[] = []; // id, original value, id, original value…
-  const set = (id: number, v: number) => {
-    saved.push(id, raw[id]);
-    raw[id] = v;
-  };
-  try {
-    for (const [id, b] of p.bias) if (id < raw.length) set(id, b <= -100 ? -Infinity : raw[id] + b);
-    for (const list of ctx.banned) for (const id of list) if (id < raw.length) set(id, -Infinity);
-    if (p.repetitionPenalty !== 1) {
-      for (const id of new Set(ctx.seen)) {
-        const v = raw[id];
-        if (v === -Infinity || id >= raw.length) continue;
-        set(id, v > 0 ? v / p.repetitionPenalty : v * p.repetitionPenalty);
-      }
-    }
-    let max = -Infinity;
-    let argmax = -1;
-    for (let i = 0; i < raw.length; i++) {
-      if (raw[i] > max) {
-        max = raw[i];
-        argmax = i;
-      }
-    }
-    return argmax;
-  } finally {
-    // Last change first, so an id changed twice gets its very first value back.
-    for (let i = saved.length - 2; i >= 0; i -= 2) raw[saved[i]] = saved[i + 1];
-  }
 }
 
 function topN(l: Float32Array, n: number): number[] {
