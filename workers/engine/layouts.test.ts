@@ -117,6 +117,10 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
 
   it(`loads the ${dtype} graph with the ${layout} layout`, () => {
     expect(m.info).toMatchObject({ dtype, layout });
+    // The padded layout's graphs gain one last-token output per present (model/last-token-outputs.ts),
+    // so a decoding step fetches the new token's keys and values, not the whole cache.
+    const entries = m.info.graph.kv.entries;
+    expect(entries.filter((e) => e.lastToken).length).toBe(layout === "padded" ? entries.length : 0);
   });
 
   it("greedy equals transformers.js generate(), token for token", async () => {

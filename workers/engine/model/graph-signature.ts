@@ -2,6 +2,7 @@
 // operators. Everything the engine cannot feed or read is refused here, at load, with a message
 // that names it.
 import { loadError } from "../errors";
+import { lastTokenOutput } from "./last-token-outputs";
 import type { GraphOps } from "./onnx-scan";
 
 export type KvType = "float32" | "float16";
@@ -9,6 +10,8 @@ export type KvType = "float32" | "float16";
 export interface KvEntry {
   past: string;
   present: string;
+  /** The output holding present's last position alone (./last-token-outputs.ts), when the graph has it. */
+  lastToken?: string;
 }
 
 export interface GraphSignature {
@@ -65,7 +68,14 @@ export function readGraphSignature(
   if (!outputNames.has("logits")) throw refuse(`the graph has no logits output`);
 
   const entries = past
-    .map((name) => ({ past: name, present: name.replace("past_key_values", "present") }))
+    .map((name): KvEntry => {
+      const present = name.replace("past_key_values", "present");
+      return {
+        past: name,
+        present,
+        ...(outputNames.has(lastTokenOutput(present)) ? { lastToken: lastTokenOutput(present) } : {}),
+      };
+    })
     .sort((a, b) => layerOf(a.past) - layerOf(b.past) || a.past.localeCompare(b.past));
   const noPresent = entries.filter((e) => !outputNames.has(e.present)).map((e) => e.present);
   if (noPresent.length) throw refuse(`the graph has no output ${noPresent.join(", ")} for its past inputs`);

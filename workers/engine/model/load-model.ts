@@ -12,7 +12,8 @@ import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
-import { scanOnnxOps } from "./onnx-scan";
+import { scanOnnxOps, type GraphOps } from "./onnx-scan";
+import { presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
 
@@ -75,9 +76,11 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
 
   let tokenizer: PreTrainedTokenizer;
   let session: GraphSession | undefined;
+  let graphOps: GraphOps | undefined;
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
-    session = await createGraphSession(path.join(dir, choice.graph), opts.session);
+    graphOps = scanOnnxOps(path.join(dir, choice.graph));
+    session = await createGraphSession(path.join(dir, choice.graph), opts.session, presentsToSlice(graphOps));
   } catch (e) {
     if (isEngineError(e)) throw e;
     throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);
@@ -85,7 +88,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   try {
     const chat = resolveChatTemplate(dir);
     (tokenizer as { chat_template: unknown }).chat_template = chat.template;
-    const sig = readGraphSignature(id, session.inputs, session.outputs, scanOnnxOps(path.join(dir, choice.graph)));
+    const sig = readGraphSignature(id, session.inputs, session.outputs, graphOps!);
     const { config, generationConfig } = folder;
     const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
     // Same EOS source as transformers.js generate(): generation_config first, then config.

@@ -10,10 +10,15 @@ const { onnx } = onnxProto;
 export interface GraphOps {
   /** "domain:OpType" ("" domain = ONNX) of every node, subgraphs included. */
   ops: Set<string>;
+  /** The main graph's input and output names, in order. */
+  inputs: string[];
+  outputs: string[];
+  /** The version of the default ("" / ai.onnx) operator set the model imports (0 when absent). */
+  opset: number;
 }
 
 /** Reads a file through a sliding window; `pos` is absolute. */
-class FileReader {
+export class FileReader {
   private buf = Buffer.alloc(1 << 16);
   private start = 0;
   private end = 0;
@@ -61,7 +66,10 @@ class FileReader {
 }
 
 const MODEL_GRAPH = 7;
+const MODEL_OPSET_IMPORT = 8;
 const GRAPH_NODE = 1;
+const GRAPH_INPUT = 11;
+const GRAPH_OUTPUT = 12;
 
 export function scanOnnxOps(file: string): GraphOps {
   const fd = openSync(file, "r");
@@ -69,6 +77,9 @@ export function scanOnnxOps(file: string): GraphOps {
     const r = new FileReader(fd);
     const size = fstatSync(fd).size;
     const ops = new Set<string>();
+    const inputs: string[] = [];
+    const outputs: string[] = [];
+    let opset = 0;
     while (r.pos < size) {
       const tag = r.varint();
       const field = Math.floor(tag / 8);
@@ -77,12 +88,17 @@ export function scanOnnxOps(file: string): GraphOps {
         const end = r.varint() + r.pos;
         while (r.pos < end) {
           const t = r.varint();
-          if (Math.floor(t / 8) === GRAPH_NODE && t % 8 === 2) addNode(onnx.NodeProto.decode(r.bytes(r.varint())), ops);
-          else r.skip(t % 8);
+          const f = Math.floor(t / 8);
+          if (t % 8 !== 2 || ![GRAPH_NODE, GRAPH_INPUT, GRAPH_OUTPUT].includes(f)) r.skip(t % 8);
+          else if (f === GRAPH_NODE) addNode(onnx.NodeProto.decode(r.bytes(r.varint())), ops);
+          else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
         }
+      } else if (field === MODEL_OPSET_IMPORT && wire === 2) {
+        const set = onnx.OperatorSetIdProto.decode(r.bytes(r.varint()));
+        if (!set.domain || set.domain === "ai.onnx") opset = Number(set.version);
       } else r.skip(wire);
     }
-    return { ops };
+    return { ops, inputs, outputs, opset };
   } finally {
     closeSync(fd);
   }

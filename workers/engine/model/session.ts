@@ -2,7 +2,9 @@
 // tokenizer; the graph runs here) so that feeds and pre-allocated outputs are onnxruntime-node's
 // own tensors: outputs given to run() are written in place (transformers.js' bundled tensor
 // class fails onnxruntime-common's instanceof check, and such outputs were silently ignored).
+import path from "node:path";
 import * as ort from "onnxruntime-node";
+import { modelWithWeightsByReference, withLastTokenOutputs } from "./last-token-outputs";
 import type { ValueMeta } from "./graph-signature";
 
 export type OrtTensor = ort.Tensor;
@@ -41,8 +43,30 @@ export interface GraphSession {
   dispose(): Promise<void>;
 }
 
-export async function createGraphSession(file: string, settings: SessionSettings = {}): Promise<GraphSession> {
-  const session = await ort.InferenceSession.create(file, sessionOptions(settings));
+/**
+ * A session of the graph in `file`. With `lastTokenOf` (present outputs), the graph gains the
+ * outputs of ./last-token-outputs.ts and is loaded from memory, its weights still read from the
+ * file (and its external data files) in the file's folder.
+ */
+export async function createGraphSession(
+  file: string,
+  settings: SessionSettings = {},
+  lastTokenOf: readonly string[] = [],
+): Promise<GraphSession> {
+  const options = sessionOptions(settings);
+  const session =
+    lastTokenOf.length === 0
+      ? await ort.InferenceSession.create(file, options)
+      : await ort.InferenceSession.create(withLastTokenOutputs(modelWithWeightsByReference(file), lastTokenOf), {
+          ...options,
+          extra: {
+            ...options.extra,
+            session: {
+              ...(options.extra?.session as object),
+              model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
+            },
+          },
+        });
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
   const stats = { forwardCalls: 0 };

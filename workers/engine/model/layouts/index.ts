@@ -33,7 +33,8 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     serves: "graphs with a position_ids input (Optimum / transformers.js exports)",
     positions: "fed per row",
     batching: "all rows in one pass, shorter rows padded and masked by attention_mask",
-    cacheUpdate: "the fed token's column copied from present into a preallocated cache",
+    cacheUpdate:
+      "the fed token's column, fetched alone (model/last-token-outputs.ts), copied into a preallocated cache",
     create: (io) => new PaddedBatch(io),
   },
   {

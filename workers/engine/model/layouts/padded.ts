@@ -2,8 +2,8 @@
 // One buffer per cache entry, [rows, heads, capacity, head_dim]: row r's tokens sit in columns
 // [0, length_r), the columns after it are masked out by attention_mask, and positions are fed
 // explicitly, so rows of any lengths share a pass. The graph appends the fed token at column
-// `capacity` of `present` (written into a preallocated scratch, not copied out of onnxruntime);
-// that one column is then copied to column length_r.
+// `capacity` of `present`; that one column is fetched alone (../last-token-outputs.ts) and
+// copied to column length_r.
 //
 // The buffers (cache and scratch) keep spare room and are fed as views of their first rows
 // (./kv-rows.ts): a row joining copies in its prompt's cache and nothing else, a row leaving
@@ -31,7 +31,7 @@ export class PaddedBatch implements DecodeBatch {
   private readonly cache: KvRows;
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
   private mask = new BigInt64Array(0);
-  /** present outputs, [rows, heads, cap + 1, head_dim] views of these, reused step after step. */
+  /** What each step fetches per cache entry (the fed token's column, or the whole present), reused step after step. */
   private presents: KvArray[] = [];
   private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
   private logitsRows = 0;
@@ -84,13 +84,17 @@ export class PaddedBatch implements DecodeBatch {
     const cap = this.cache.stride;
     const D = kv.headDim;
     const B = this.size;
-    const presentDims = [B, kv.heads, cap + 1, D];
-    const presentLength = B * this.io.rowSize * (cap + 1);
-    if ((this.presents[0]?.length ?? 0) < presentLength) {
-      const alloc = withHeadroom(presentLength, this.io.rowSize * (cap + 1));
+    // With the graph's last-token outputs, only the fed token's column comes back ([B, heads, 1, D]);
+    // otherwise the whole present ([B, heads, cap + 1, D]), whose column `cap` is the fed token's.
+    const sliced = kv.entries.every((e) => e.lastToken);
+    const columns = sliced ? 1 : cap + 1;
+    const outDims = [B, kv.heads, columns, D];
+    const outLength = B * this.io.rowSize * columns;
+    if ((this.presents[0]?.length ?? 0) < outLength) {
+      const alloc = withHeadroom(outLength, this.io.rowSize * columns);
       this.presents = kv.entries.map(() => newKvArray(kv.type, alloc));
     }
-    const presents = this.presents.map((p) => p.subarray(0, presentLength));
+    const presents = this.presents.map((p) => p.subarray(0, outLength));
     const logits = this.logitsFor(B);
     const feeds = {
       ...this.io.inputs(tokens, B, 1, () => lengths, true),
@@ -101,15 +105,17 @@ export class PaddedBatch implements DecodeBatch {
       ),
     };
     const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
-    kv.entries.forEach((e, i) => (fetches[e.present] = kvTensor(kv.type, presents[i], presentDims)));
+    kv.entries.forEach(
+      (e, i) => (fetches[sliced ? e.lastToken! : e.present] = kvTensor(kv.type, presents[i], outDims)),
+    );
     await this.io.session.run(feeds, fetches);
-    // The fed token's keys/values: column `cap` of present → column length_r of the cache.
+    // The fed token's keys/values (last column of what came back) → column length_r of the cache.
     kv.entries.forEach((_, i) => {
       const src = presents[i];
       const dst = this.cache.buffers[i];
       for (let r = 0; r < B; r++) {
         for (let h = 0; h < kv.heads; h++) {
-          const from = ((r * kv.heads + h) * (cap + 1) + cap) * D;
+          const from = ((r * kv.heads + h) * columns + columns - 1) * D;
           dst.set(src.subarray(from, from + D), ((r * kv.heads + h) * cap + lengths[r]) * D);
         }
       }
