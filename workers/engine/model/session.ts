@@ -4,6 +4,7 @@
 // class fails onnxruntime-common's instanceof check, and such outputs were silently ignored).
 import path from "node:path";
 import * as ort from "onnxruntime-node";
+import { logger } from "@/lib/observe/log";
 import { modelWithWeightsByReference, withLastTokenOutputs } from "./last-token-outputs";
 import type { ValueMeta } from "./graph-signature";
 
@@ -54,10 +55,12 @@ export async function createGraphSession(
   lastTokenOf: readonly string[] = [],
 ): Promise<GraphSession> {
   const options = sessionOptions(settings);
-  const session =
-    lastTokenOf.length === 0
-      ? await ort.InferenceSession.create(file, options)
-      : await ort.InferenceSession.create(withLastTokenOutputs(modelWithWeightsByReference(file), lastTokenOf), {
+  let session: ort.InferenceSession | undefined;
+  if (lastTokenOf.length > 0) {
+    try {
+      session = await ort.InferenceSession.create(
+        withLastTokenOutputs(modelWithWeightsByReference(file), lastTokenOf),
+        {
           ...options,
           extra: {
             ...options.extra,
@@ -66,7 +69,14 @@ export async function createGraphSession(
               model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
             },
           },
-        });
+        },
+      );
+    } catch (err) {
+      // Served as it is (each step then fetches the whole cache): slower, never wrong.
+      logger().warn({ err, file }, "could not add last-token outputs to the graph; loading it unchanged");
+    }
+  }
+  session ??= await ort.InferenceSession.create(file, options);
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
   const stats = { forwardCalls: 0 };
