@@ -25,7 +25,8 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     serves: "graphs with com.microsoft GroupQueryAttention (onnxruntime-genai model builder)",
     positions: "computed by the op from seqlens_k = sum(attention_mask) - 1",
     batching: "all rows in one pass, right-padded to the longest",
-    cacheUpdate: "in place: past and present are the same buffer, nothing copied per step",
+    cacheUpdate:
+      "in place: past and present are the same buffer (onnxruntime-node still returns a copy of the present)",
     create: (io) => new GqaSharedBatch(io),
   },
   {
