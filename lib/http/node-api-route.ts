@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
 import { env } from "../env";
@@ -6,8 +6,9 @@ import { ApiError } from "../errors";
 import { takeRequest, teamLimits } from "../limits";
 import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
 import { readNodeJsonBody } from "./body";
-import { observeRequest, routePattern } from "../observe/request";
+import { observeRequest } from "../observe/request";
 import { idempotencyKeyOf, idempotentJson } from "./idempotency";
+import { discardRest, pagesParams, pagesRoutePattern, sendJson as send, type PagesRequest } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
 
@@ -45,9 +46,6 @@ type Handler<B extends z.ZodType | undefined> = (ctx: {
   principal: KeyPrincipal;
 }) => Promise<unknown>;
 
-/** The Pages Router's request: a Node request with the route's dynamic segments in `query`. */
-type PagesRequest = IncomingMessage & { query: Partial<Record<string, string | string[]>> };
-
 export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(options: Options<B>, handler: Handler<B>) {
   return async (req: PagesRequest, res: ServerResponse): Promise<void> => {
     const requestId = newRequestId();
@@ -56,7 +54,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     res.once("finish", () =>
       observeRequest({
         // Served through a rewrite: the public path is /v1/…, not the file's /api/v1/….
-        route: routePattern(new URL(req.url ?? "/", "http://x").pathname, req.query).replace(/^\/api\/v1\//, "/v1/"),
+        route: pagesRoutePattern(req, req.query),
         method: req.method ?? "GET",
         status: res.statusCode,
         startedAt,
@@ -79,9 +77,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
-      const params = Object.fromEntries(
-        Object.entries(req.query).map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]),
-      );
+      const params = pagesParams(req);
       const run = () => handler({ req, requestId, handle, params, body: body as never, principal });
       const status = options.status ?? 200;
       if (!options.idempotent) return send(res, status, JSON.stringify(await run()), requestId);
@@ -102,41 +98,4 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
   };
 }
 
-function send(res: ServerResponse, status: number, json: string, requestId: string): void {
-  if (res.headersSent) {
-    res.destroy(); // cannot happen unless a handler wrote: never send a second head
-    return;
-  }
-  res.writeHead(status, {
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(json),
-    "x-request-id": requestId,
-  });
-  res.end(json);
-}
-
-/** What an answered request's unread body may still send before its connection is cut. */
-export const LINGER_BYTES = 64 * 1024 * 1024;
-export const LINGER_MS = 10_000;
-
-/**
- * A request answered before its body was read (refused: too large, wrong pipeline, bad key) has
- * a client still sending. Closing at once would reset the connection under that client, which
- * then reports EPIPE / ECONNRESET instead of our answer. So, like a web server's lingering close,
- * the rest is read and discarded, and the connection stays usable once it ends, but only up to
- * LINGER_BYTES or LINGER_MS: past either the connection is cut, rather than reading what may
- * be a gigabyte.
- */
-function discardRest(req: IncomingMessage): void {
-  let seen = 0;
-  const cut = () => req.socket.destroy();
-  const timer = setTimeout(cut, LINGER_MS);
-  timer.unref();
-  req.on("data", (chunk: Buffer) => {
-    seen += chunk.length;
-    if (seen > LINGER_BYTES) cut();
-  });
-  req.once("end", () => clearTimeout(timer));
-  req.once("close", () => clearTimeout(timer));
-  req.resume();
-}
+export { LINGER_BYTES, LINGER_MS } from "./node-response";

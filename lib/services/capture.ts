@@ -2,6 +2,7 @@
 // choice (docs/api.md "Capture"). The pipeline is checked before anything is generated; the
 // samples are written after the answer, through the add batcher, retried, and a write that
 // still fails is logged and counted, never dropped silently.
+import type { IncomingHttpHeaders } from "node:http";
 import type postgres from "postgres";
 import { CAPTURE_HEADERS, CaptureBody, type CaptureInput, type GenerationFacts } from "../contracts/capture";
 import type { FinishReason, GenerationUsage } from "../contracts/generation";
@@ -46,7 +47,7 @@ export type FinishedChoice = { index: number; text: string; finish_reason: Finis
  */
 export function requestedCapture(
   body: CaptureInput | undefined,
-  headers: Headers,
+  headers: RequestHeaders,
 ): { capture: CaptureInput; param: string } | undefined {
   const fromHeaders = captureFromHeaders(headers);
   if (body && fromHeaders)
@@ -59,12 +60,25 @@ export function requestedCapture(
   return undefined;
 }
 
+/**
+ * A request's headers: a web request's (App Router), or a Node request's (the Pages Router API
+ * routes, lowercase names; a repeated header is already one value joined with ", ", as in Headers).
+ */
+export type RequestHeaders = Headers | IncomingHttpHeaders;
+
+function headerValue(headers: RequestHeaders, name: string): string | null {
+  if (headers instanceof Headers) return headers.get(name);
+  const v = headers[name.toLowerCase()];
+  if (v === undefined) return null;
+  return Array.isArray(v) ? v.join(", ") : v;
+}
+
 /** The header form as a CaptureInput (validated like the body field), or undefined without one. */
-export function captureFromHeaders(headers: Headers): CaptureInput | undefined {
+export function captureFromHeaders(headers: RequestHeaders): CaptureInput | undefined {
   const raw: Record<string, unknown> = {};
   let any = false;
   for (const [field, name] of Object.entries(CAPTURE_HEADERS)) {
-    const v = headers.get(name);
+    const v = headerValue(headers, name);
     if (v === null) continue;
     any = true;
     if (field !== "metadata") raw[field] = v;

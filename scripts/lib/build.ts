@@ -8,6 +8,7 @@ const SOURCES = [
   "components",
   "lib",
   "public",
+  "pages",
   "next.config.mjs",
   "package-lock.json",
   "tsconfig.json",

@@ -1,0 +1,63 @@
+// What the Pages Router API routes (nodeApiRoute, nodeDeploymentRoute) share: writing a JSON
+// answer straight to the Node response, the route's label for metrics and logs, its dynamic
+// segments, and the lingering read of a refused request's unread body.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { routePattern } from "../observe/request";
+
+/** The Pages Router's request: a Node request with the route's dynamic segments in `query`. */
+export type PagesRequest = IncomingMessage & { query: Partial<Record<string, string | string[]>> };
+
+/** The route's dynamic segments as strings (a catch-all segment joined with "/"), from `query`. */
+export function pagesParams(req: PagesRequest, names?: string[]): Record<string, string> {
+  const entries = names ? names.map((k) => [k, req.query[k]] as const) : Object.entries(req.query);
+  return Object.fromEntries(entries.map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]));
+}
+
+/**
+ * The route's label as its public pattern: these routes are served through rewrites, so the file's
+ * `/api/…` path is named as the client called it (`/api/v1/…` → `/v1/…`, `/api/deployments/…` →
+ * `/deployments/…`).
+ */
+export function pagesRoutePattern(req: PagesRequest, params: Record<string, string | string[] | undefined>): string {
+  return routePattern(new URL(req.url ?? "/", "http://x").pathname, params).replace(/^\/api\//, "/");
+}
+
+/** A JSON text as the whole answer, with its status and the request id (headers set before stay). */
+export function sendJson(res: ServerResponse, status: number, json: string, requestId: string): void {
+  if (res.headersSent) {
+    res.destroy(); // cannot happen unless a handler wrote: never send a second head
+    return;
+  }
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(json),
+    "x-request-id": requestId,
+  });
+  res.end(json);
+}
+
+/** What an answered request's unread body may still send before its connection is cut. */
+export const LINGER_BYTES = 64 * 1024 * 1024;
+export const LINGER_MS = 10_000;
+
+/**
+ * A request answered before its body was read (refused: too large, wrong pipeline, bad key) has
+ * a client still sending. Closing at once would reset the connection under that client, which
+ * then reports EPIPE / ECONNRESET instead of our answer. So, like a web server's lingering close,
+ * the rest is read and discarded, and the connection stays usable once it ends, but only up to
+ * LINGER_BYTES or LINGER_MS: past either the connection is cut, rather than reading what may
+ * be a gigabyte.
+ */
+export function discardRest(req: IncomingMessage): void {
+  let seen = 0;
+  const cut = () => req.socket.destroy();
+  const timer = setTimeout(cut, LINGER_MS);
+  timer.unref();
+  req.on("data", (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen > LINGER_BYTES) cut();
+  });
+  req.once("end", () => clearTimeout(timer));
+  req.once("close", () => clearTimeout(timer));
+  req.resume();
+}
