@@ -12,8 +12,10 @@ const nextConfig = {
     "prom-client",
   ],
   poweredByHeader: false,
-  // The high-volume ingest routes are Pages Router API routes (see lib/http/node-api-route.ts):
-  // their /v1 paths map onto pages/api/v1 before the App Router's routes are matched.
+  // The high-volume ingest routes and the deployment endpoints are Pages Router API routes (see
+  // lib/http/node-api-route.ts): their paths map onto pages/api before the App Router's routes are
+  // matched. Their SSE answers are not compressed: the compression of `compress` (on by default)
+  // skips a response whose Cache-Control says no-transform, as SSE_HEADERS's does.
   // No page of this app may be framed by another site (clickjacking of the key pages, the
   // playground): both the CSP directive and the older header, on every response.
   async headers() {
@@ -37,6 +39,9 @@ const nextConfig = {
           destination: `/api/v1/pipelines/:id/${route}`,
         })),
         { source: "/metrics", destination: "/api/metrics" },
+        // The deployment endpoints too (lib/http/node-deployment-route.ts): all their methods,
+        // since a rewrite cannot choose by method.
+        { source: "/deployments/:team/:name", destination: "/api/deployments/:team/:name" },
       ],
     };
   },

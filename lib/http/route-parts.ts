@@ -1,4 +1,4 @@
-// The steps every route wrapper shares (apiRoute, sessionRoute, deploymentRoute): the route's
+// The steps every route wrapper shares (apiRoute, sessionRoute, the Node wrappers): the route's
 // params, the validated JSON body, and a handler's return value as the response.
 import type { z } from "zod";
 import { env } from "../env";

@@ -29,7 +29,7 @@ function appRoutes(): string[] {
     const text = readFileSync(file, "utf8");
     for (const m of METHODS) if (new RegExp(`export const ${m}\\b`).test(text)) out.push(`${m} ${template(segments)}`);
   }
-  for (const file of walk(path.join(root, "pages/api/v1"))) {
+  for (const file of ["v1", "deployments"].flatMap((dir) => walk(path.join(root, "pages/api", dir)))) {
     const rel = path.relative(path.join(root, "pages/api"), file).replace(/\.ts$/, "");
     const text = readFileSync(file, "utf8");
     for (const m of METHODS) if (text.includes(`method: "${m}"`)) out.push(`${m} ${template(rel.split(path.sep))}`);

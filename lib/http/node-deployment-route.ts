@@ -1,0 +1,219 @@
+// The wrapper of the deployment endpoints (/deployments/{team}/{name}), served as a Pages Router
+// API route (pages/api/deployments/[team]/[name].ts, mapped onto its public path by a rewrite in
+// next.config.mjs) for the reason nodeApiRoute gives: an App Router handler costs ~1 ms of CPU per
+// request more (web Request, Response and ReadableStream around the Node ones), which a deployment
+// in front of a fast upstream server pays on every completion (`npm run bench -- upstream`).
+// Request id, model-key auth (header, or `?authorization=` on GET for the browser's EventSource,
+// which cannot send headers), the deployment the key may call, the key's rate-limit headers and
+// CORS on every answer, error mapping, an abort signal that fires when the client goes away, and
+// server-sent events written straight to the Node response as fast as the client reads them.
+import type { ServerResponse } from "node:http";
+import type { z } from "zod";
+import { getDb, type DbHandle } from "../db/client";
+import type { Deployment, Team } from "../db/schema";
+import { env } from "../env";
+import { ApiError } from "../errors";
+import { logger } from "../observe/log";
+import { observeRequest } from "../observe/request";
+import type { CompletionMeter } from "../services/completion-events";
+import { readNodeJsonBody } from "./body";
+import { CORS_HEADERS } from "./cors";
+import { queryAuthorization } from "./deployment-query";
+import { admitDeploymentCall } from "./deployment-route";
+import { discardRest, pagesParams, pagesRoutePattern, sendJson, type PagesRequest } from "./node-response";
+import { errorPayload, newRequestId } from "./respond";
+import { validated } from "./route-parts";
+import { SSE_HEADERS } from "./sse";
+
+export type NodeDeploymentContext = {
+  req: PagesRequest;
+  /** The query string (GET's parameters; `authorization` among them when given there). */
+  query: URLSearchParams;
+  requestId: string;
+  handle: DbHandle;
+  deployment: Deployment;
+  team: Team;
+  /** Aborted when the client disconnects before the answer is complete (or via `abort`). */
+  signal: AbortSignal;
+  /** What the generation counts against: the model key's quota, the metrics, usage. */
+  meter: CompletionMeter;
+  abort: () => void;
+};
+
+/** A handler's answer: a JSON body (status 200), or server-sent events, one write per frame. */
+export type DeploymentAnswer = { json: unknown } | { events: AsyncIterable<string> };
+
+type Method = "GET" | "POST";
+
+type Handler<B extends z.ZodType | undefined> = (
+  ctx: NodeDeploymentContext & { body: B extends z.ZodType ? z.infer<B> : undefined },
+) => Promise<DeploymentAnswer>;
+
+/** One method of the endpoint: `body` is the zod schema of its JSON body (POST); GET has none. */
+export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>(
+  options: { method: Method; body?: B },
+  handler: Handler<B>,
+) {
+  return async (req: PagesRequest, res: ServerResponse): Promise<void> => {
+    const requestId = newRequestId();
+    const startedAt = performance.now();
+    const params = pagesParams(req, ["team", "name"]);
+    let teamId: string | undefined;
+    let observed = false;
+    // One log line and one metric sample when the answer starts (a stream may last minutes, or
+    // never finish when its client leaves), as for the App Router's routes.
+    const observe = () => {
+      if (observed) return;
+      observed = true;
+      observeRequest({
+        route: pagesRoutePattern(req, params),
+        method: req.method ?? "GET",
+        status: res.statusCode,
+        startedAt,
+        requestId,
+        teamId,
+      });
+    };
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    // 'close' before the answer is complete: the client went away, the generation stops.
+    res.once("close", () => {
+      if (!res.writableFinished) abort();
+    });
+    let limitHeaders: Record<string, string> = {};
+    try {
+      const handle = getDb();
+      const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
+      const authorization =
+        req.headers.authorization ?? (req.method === "GET" ? queryAuthorization(new URL(`http://x/?${query}`)) : null);
+      const path = { teamSlug: params.team!, name: params.name! };
+      const { deployment, team, meter, ...admitted } = await admitDeploymentCall(handle, authorization, path);
+      teamId = team.id;
+      limitHeaders = admitted.limitHeaders;
+      const body = options.body
+        ? validated(options.body, await readNodeJsonBody(req, env().MAX_BODY_BYTES))
+        : undefined;
+      const answer = await handler({
+        body: body as never,
+        req,
+        query,
+        requestId,
+        handle,
+        deployment,
+        team,
+        signal: controller.signal,
+        abort,
+        meter,
+      });
+      setHeaders(res, limitHeaders, CORS_HEADERS);
+      if ("json" in answer) {
+        res.statusCode = 200;
+        observe();
+        sendJson(res, 200, JSON.stringify(answer.json), requestId);
+        return;
+      }
+      res.writeHead(200, { ...SSE_HEADERS, "x-request-id": requestId });
+      res.flushHeaders(); // the client sees the answer start before the first token
+      observe();
+      await writeEvents(res, answer.events, { abort, signal: controller.signal, requestId });
+    } catch (err) {
+      if (res.headersSent) {
+        // Cannot happen unless writing the events threw: never send a second head.
+        logger().error({ reqId: requestId, err }, "stream failed");
+        res.destroy();
+        return;
+      }
+      const { status, body, headers } = errorPayload(err, requestId);
+      setHeaders(res, headers ?? {}, limitHeaders, CORS_HEADERS);
+      if (!req.complete) discardRest(req);
+      res.statusCode = status;
+      observe();
+      sendJson(res, status, JSON.stringify(body), requestId);
+    }
+  };
+}
+
+/**
+ * The endpoint's one handler for all its methods (a rewrite cannot choose by method): OPTIONS is
+ * the CORS preflight, GET and POST go to their routes, anything else is a 405.
+ */
+export function nodeDeploymentMethods(routes: Partial<Record<Method, ReturnType<typeof nodeDeploymentRoute>>>) {
+  const allow = ["OPTIONS", ...Object.keys(routes)].join(", ");
+  return async (req: PagesRequest, res: ServerResponse): Promise<void> => {
+    const route = routes[req.method as Method];
+    if (route) return route(req, res);
+    if (req.method === "OPTIONS") {
+      res.writeHead(204, CORS_HEADERS);
+      res.end();
+      return;
+    }
+    const requestId = newRequestId();
+    const { status, body } = errorPayload(
+      new ApiError(405, "invalid_request", `Method ${req.method} is not allowed here; use ${allow}.`),
+      requestId,
+    );
+    setHeaders(res, { allow }, CORS_HEADERS);
+    if (!req.complete) discardRest(req);
+    sendJson(res, status, JSON.stringify(body), requestId);
+  };
+}
+
+function setHeaders(res: ServerResponse, ...sets: Record<string, string>[]): void {
+  for (const set of sets) for (const [k, v] of Object.entries(set)) res.setHeader(k, v);
+}
+
+/**
+ * Writes the frames `source` yields, each as it comes, pulling the next only once the last was
+ * taken by the socket (a full buffer waits for 'drain'), and ends the response after the last.
+ * When the client goes away: `abort` (the generation stops) and `source.return()` (its finally
+ * blocks close the upstream), as sseResponse's cancel does for a web stream.
+ */
+async function writeEvents(
+  res: ServerResponse,
+  source: AsyncIterable<string>,
+  o: { abort: () => void; signal: AbortSignal; requestId: string },
+): Promise<void> {
+  const iterator = source[Symbol.asyncIterator]();
+  if (o.signal.aborted) {
+    // The client left while the stream was being opened.
+    await Promise.resolve(iterator.return?.()).catch(() => {});
+    return;
+  }
+  let gone = false;
+  let wake: (() => void) | undefined;
+  const onClose = () => {
+    if (res.writableFinished) return;
+    gone = true;
+    o.abort();
+    wake?.();
+    // Queued behind a pending next() (an async generator runs one step at a time), which the
+    // abort ends; errors of a source being torn down are of no interest to anyone any more.
+    void Promise.resolve(iterator.return?.()).catch(() => {});
+  };
+  res.once("close", onClose);
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (gone) return;
+      if (next.done) break;
+      if (!res.write(next.value)) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          res.once("drain", resolve);
+        });
+        res.removeListener("drain", wake!);
+        wake = undefined;
+        if (gone) return;
+      }
+    }
+    res.end();
+  } catch (err) {
+    // The frame sources turn a failure into an error event; one that still throws cuts the
+    // stream (as an errored web stream does), so that the client never takes it as complete.
+    if (gone) return;
+    logger().error({ reqId: o.requestId, err }, "stream failed");
+    res.destroy();
+  } finally {
+    res.removeListener("close", onClose);
+  }
+}
