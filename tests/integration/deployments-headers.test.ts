@@ -1,8 +1,12 @@
 // The headers every answer of a deployment endpoint carries, refusals included: the request id,
 // CORS, and (once the key is known) its rate-limit state. The endpoint is a Pages Router API route
 // behind a rewrite (lib/http/node-deployment-route.ts), which writes each of them itself.
-import { describe, expect, it } from "vitest";
-import { makeTeamWithDeployment } from "../helpers/deployments";
+import { afterAll, describe, expect, it } from "vitest";
+import { randomToken } from "@/lib/ids";
+import { createDeployment } from "@/lib/services/deployments";
+import { baseUrl, db, makeTeam } from "../helpers/context";
+import { makeTeamWithDeployment, parseSse } from "../helpers/deployments";
+import { startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream";
 
 const post = (url: string, headers: Record<string, string>, body: string) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
@@ -62,5 +66,43 @@ describe("a deployment endpoint's answers", () => {
     expectCommon(res);
     expect(res.headers.get("allow")).toMatch(/GET/);
     expect(((await res.json()) as any).error.type).toBe("invalid_request");
+  });
+});
+
+describe("a streamed answer to a slow reader", () => {
+  let up: FakeUpstream | undefined;
+  afterAll(async () => up?.close());
+
+  it("gets every event, in order: the app waits for the socket to drain instead of dropping or piling up", async () => {
+    // 2 MB of events, far more than the socket and the client take while the client is not reading.
+    const n = 500;
+    const text = (i: number) => ` ${String(i).padStart(4, "0")}${"x".repeat(4000)}`;
+    const ev = (i: number) =>
+      `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text: text(i), logprobs: null, finish_reason: i === n - 1 ? "length" : null }] })}\n\n`;
+    const writes: string[] = [];
+    for (let i = 0; i < n; i += 50) writes.push(Array.from({ length: 50 }, (_, j) => ev(i + j)).join(""));
+    writes.push("data: [DONE]\n\n");
+    up = await startFakeUpstream("vllm", { type: "raw", writes });
+    const team = await makeTeam();
+    const dep = await createDeployment(db().db, {
+      teamId: team.id,
+      name: `up-${randomToken(8)}`,
+      upstream: { kind: "vllm", urls: [up.url], model: "m" },
+    });
+    const res = await fetch(`${baseUrl}/deployments/${team.slug}/${dep.name}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hi", max_tokens: n, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500)); // not reading: the app's writes fill the socket
+    const events = parseSse(await res.text());
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    const completion = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e.data) as { completion?: string })
+      .map((c) => c.completion ?? "")
+      .join("");
+    expect(completion).toBe(Array.from({ length: n }, (_, i) => text(i)).join(""));
   });
 });
