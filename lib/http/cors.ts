@@ -10,13 +10,3 @@ export const CORS_HEADERS: Record<string, string> = {
   "access-control-expose-headers": "x-request-id",
   "access-control-max-age": "86400",
 };
-
-export function withCors(res: Response): Response {
-  for (const [k, v] of Object.entries(CORS_HEADERS)) res.headers.set(k, v);
-  return res;
-}
-
-/** The answer to a preflight (OPTIONS) request. */
-export function preflightResponse(): Response {
-  return new Response(null, { status: 204, headers: CORS_HEADERS });
-}
