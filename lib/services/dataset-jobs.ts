@@ -168,8 +168,21 @@ const COLUMNS: Record<RowColumns, SQL> = {
 };
 
 /**
+ * The split side in SQL, the documented formula (workers/packager/sample-checks.ts, inValidation):
+ * 1 when the first 6 bytes of SHA-256(`<seed>:<id>`), big-endian, over 2^48 are below
+ * `validation`, else 0. Postgres computes it on its own core while the worker handles the rows;
+ * the division by 2^48 is exact in float8, as in JavaScript, so the two always agree.
+ */
+export function splitSideSql(split: { validation: number; seed: number }): SQL {
+  const digest = sql`sha256(convert_to(${`${split.seed}:`} || s.id, 'UTF8'))`;
+  return sql`(('x0000' || encode(substring(${digest} from 1 for 6), 'hex'))::bit(64)::bigint::float8
+    / 281474976710656 < ${String(split.validation)}::float8)::int`;
+}
+
+/**
  * The frozen selection in selection order, one row per sample with `columns` (one JSONL
- * `{"messages": [...]}` line per sample for "line"). Postgres renders the rows and sends them with
+ * `{"messages": [...]}` line per sample for "line"), and with `split` one more field last: the
+ * sample's split side (splitSideSql: 1 validation, 0 train). Postgres renders the rows and sends them with
  * one `COPY (SELECT …) TO STDOUT`, streamed with backpressure: the fastest way out of the server
  * (about the time of COPYing the messages alone), in flat memory. Chunks are unescaped; each row
  * ends with a newline.
@@ -178,12 +191,13 @@ export async function* datasetCopy(
   db: DbOrTx,
   job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
   columns: RowColumns = "line",
+  split?: { validation: number; seed: number },
 ): AsyncGenerator<CopyChunk> {
   if (!job.bound) return;
   const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound: job.bound });
   const query = new PgDialect().sqlToQuery(sql`
     copy (
-      select ${COLUMNS[columns]} from ${src.from}
+      select ${COLUMNS[columns]}${split ? sql`, ${splitSideSql(split)}` : sql``} from ${src.from}
       ${whereOf(src)}
       order by ${src.ts}, ${src.id}
       ${job.selection.limit !== undefined ? sql`limit ${job.selection.limit}` : sql``} offset ${job.selection.offset ?? 0}

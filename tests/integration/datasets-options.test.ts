@@ -7,8 +7,10 @@ import { DuckDBInstance } from "@duckdb/node-api";
 import { AutoTokenizer } from "@huggingface/transformers";
 import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "drizzle-orm";
 import { samples } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";
+import { splitSideSql } from "@/lib/services/dataset-jobs";
 import { client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { Dataset, downloadBytes, parseLines, waitForStatus } from "../helpers/datasets";
 import { makeDeployment } from "../helpers/deployments";
@@ -357,5 +359,26 @@ describe("dataset options", () => {
       expect(res.json.error, JSON.stringify(options)).toMatchObject({ type: "invalid_request", param });
     }
     expect((await api.get("/v1/datasets/list")).json.length).toBe(before);
+  });
+});
+
+describe("split side in SQL", () => {
+  it("Postgres puts every id on the side the documented formula (side, above) gives: the packager reads it from the COPY", async () => {
+    const ids = [...Array.from({ length: 3000 }, () => newId("sample")), "smp_ünïcødé_✓", "", "a:b:c"];
+    for (const split of [
+      { validation: 0.3, seed: 9 },
+      { validation: 0.1, seed: 0 },
+      { validation: 0.999999, seed: Number.MAX_SAFE_INTEGER },
+      { validation: 1e-7, seed: 42 },
+      { validation: 0.5, seed: 12345678901 },
+    ]) {
+      const rows = await db().db.execute<{ id: string; side: number }>(
+        sql`select s.id, ${splitSideSql(split)} as side from unnest(${`{${ids.map((i) => `"${i}"`).join(",")}}`}::text[]) as s(id)`,
+      );
+      const got = new Map(rows.map((r) => [r.id, Number(r.side) === 1]));
+      expect(got.size).toBe(ids.length);
+      for (const id of ids)
+        expect(got.get(id), `${id} with ${JSON.stringify(split)}`).toBe(side(id, split) === "validation");
+    }
   });
 });

@@ -59,13 +59,17 @@ export class DatasetOutput {
     this.parquet = options.format === "parquet" ? new ParquetFile((chunk) => this.write(chunk)) : undefined;
   }
 
-  /** One sample: its JSONL line (without the newline) or, for Parquet, its row. */
-  async add(line: Buffer, row?: () => ParquetRow): Promise<void> {
+  /**
+   * One sample: its JSONL line (without the newline) or, for Parquet, its row. A promise to await
+   * only when the batch went out (a JSONL line usually just joins the batch: no promise, no
+   * microtask per sample).
+   */
+  add(line: Buffer, row?: () => ParquetRow): Promise<void> | undefined {
     this.samples++;
     if (this.parquet) return this.parquet.add(row!());
     this.batch.push(line, NEWLINE);
     this.batchBytes += line.length + 1;
-    if (this.batchBytes >= BATCH_BYTES) await this.flushBatch();
+    return this.batchBytes >= BATCH_BYTES ? this.flushBatch() : undefined;
   }
 
   /** Several whole JSONL lines at once (`count` of them), as the COPY sent them. */

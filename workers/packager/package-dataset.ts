@@ -64,7 +64,9 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
   /** The selection's COPY chunks, counted and throttled; a database failure is the user's "could not read". */
   async function* chunks(columns: RowColumns): AsyncGenerator<{ chunk: Buffer; count: number }> {
     try {
-      for await (const c of datasetCopy(o.db, job, columns)) {
+      // The split side comes from Postgres, a field after the row's (package-rows.ts).
+      const split = columns === "line" ? undefined : job.options.split;
+      for await (const c of datasetCopy(o.db, job, columns, split)) {
         abort.signal.throwIfAborted();
         read += c.count;
         yield c;

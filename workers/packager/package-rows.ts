@@ -4,7 +4,7 @@ import { rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
 import type { ParquetRow } from "./parquet-file";
 import { PackagingError } from "./errors";
-import { inValidation, openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
+import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { loadTokenCounter, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
 
@@ -52,7 +52,7 @@ export async function packageRows(
   for await (const { chunk } of chunks(parquet ? "parquet" : "row")) {
     for (const fields of split(chunk)) {
       signal.throwIfAborted();
-      const [line, id] = fields as [Buffer, Buffer];
+      const line = fields[0]!;
       const messages: Message[] | undefined = parse ? JSON.parse(line.toString()).messages : undefined;
       if (o.validate) {
         const reason = openAiChatRefusal(messages!);
@@ -71,10 +71,12 @@ export async function packageRows(
         continue;
       }
       if (tokens !== undefined) tally!.add(tokens);
-      const side: SplitName | null = o.split ? (inValidation(id.toString(), o.split) ? "validation" : "train") : null;
+      // With a split the COPY's last field is the side Postgres computed (splitSideSql: 1 validation).
+      const side: SplitName | null = o.split ? (fields[fields.length - 1]![0] === 0x31 ? "validation" : "train") : null;
       if (side) splits[side]++;
       included++;
-      await outputs.get(side)!.add(line, parquet ? () => parquetRow(fields, messages!) : undefined);
+      const wrote = outputs.get(side)!.add(line, parquet ? () => parquetRow(fields, messages!) : undefined);
+      if (wrote) await wrote;
     }
   }
   const skipped = {
