@@ -2,7 +2,6 @@
 // operators. Everything the engine cannot feed or read is refused here, at load, with a message
 // that names it.
 import { loadError } from "../errors";
-import { lastTokenOutput } from "./last-token-outputs";
 import type { GraphOps } from "./onnx-scan";
 
 export type KvType = "float32" | "float16";
@@ -45,6 +44,16 @@ export interface ValueMeta {
 export const FED_INPUTS = ["input_ids", "attention_mask", "position_ids", "num_logits_to_keep", "use_cache_branch"];
 const PER_TENSOR_QUANT = [":DynamicQuantizeLinear", "com.microsoft:DynamicQuantizeMatMul"];
 
+/** A cache input (`past_key_values.N.key/value`), and the output paired with it. */
+export const isPastInput = (name: string) => /^past_key_values\.\d+\.(key|value)$/.test(name);
+export const presentOf = (past: string) => past.replace("past_key_values", "present");
+/** The output holding a present's last position alone, when the engine added it (./last-token-outputs.ts). */
+export const lastTokenOutput = (present: string) => `${present}.last_token`;
+
+/** What a graph's operators say about how it can be batched (read before a session exists too). */
+export const usesGroupQueryAttention = (graph: GraphOps) => graph.ops.has("com.microsoft:GroupQueryAttention");
+export const quantizesPerTensor = (graph: GraphOps) => PER_TENSOR_QUANT.some((op) => graph.ops.has(op));
+
 export function readGraphSignature(
   id: string,
   inputs: readonly ValueMeta[],
@@ -55,7 +64,7 @@ export function readGraphSignature(
     loadError("unsupported_layout", `model ${id}: ${what}; the engine serves decoder-only causal LMs with a KV cache`);
   const inputNames = inputs.map((i) => i.name);
   const outputNames = new Set(outputs.map((o) => o.name));
-  const past = inputNames.filter((n) => /^past_key_values\.\d+\.(key|value)$/.test(n));
+  const past = inputNames.filter(isPastInput);
   const missing = ["input_ids", "attention_mask"].filter((n) => !inputNames.includes(n));
   if (past.length === 0) missing.push("past_key_values.N.key/value");
   if (missing.length) throw refuse(`the graph has no input ${missing.join(", ")} (it has ${inputNames.join(", ")})`);
@@ -69,7 +78,7 @@ export function readGraphSignature(
 
   const entries = past
     .map((name): KvEntry => {
-      const present = name.replace("past_key_values", "present");
+      const present = presentOf(name);
       return {
         past: name,
         present,
@@ -103,8 +112,8 @@ export function readGraphSignature(
     positionIds: inputNames.includes("position_ids"),
     numLogitsToKeep: inputNames.includes("num_logits_to_keep"),
     useCacheBranch: inputNames.includes("use_cache_branch"),
-    groupQueryAttention: graph.ops.has("com.microsoft:GroupQueryAttention"),
-    rowsInteract: PER_TENSOR_QUANT.some((op) => graph.ops.has(op)),
+    groupQueryAttention: usesGroupQueryAttention(graph),
+    rowsInteract: quantizesPerTensor(graph),
     batchOfOne: shape[0] === 1 || inputs.find((i) => i.name === "input_ids")?.shape?.[0] === 1,
   };
 }

@@ -5,7 +5,8 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
-import { lastTokenOutput, modelWithWeightsByReference, presentsToSlice } from "./last-token-outputs";
+import { lastTokenOutput } from "./graph-signature";
+import { modelWithWeightsByReference, presentsToSlice } from "./last-token-outputs";
 import { scanOnnxOps } from "./onnx-scan";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type OrtTensor } from "./session";
 

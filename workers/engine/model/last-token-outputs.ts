@@ -24,12 +24,16 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
+import {
+  isPastInput,
+  lastTokenOutput,
+  presentOf,
+  quantizesPerTensor,
+  usesGroupQueryAttention,
+} from "./graph-signature";
 import { FileReader, type GraphOps } from "./onnx-scan";
 
 const { onnx } = onnxProto;
-
-/** The name of the extra output holding `present`'s last position. */
-export const lastTokenOutput = (present: string) => `${present}.last_token`;
 
 /** Slice takes starts/ends/axes as inputs from opset 10 on. */
 const MIN_OPSET = 10;
@@ -42,12 +46,11 @@ const MIN_OPSET = 10;
  */
 export function presentsToSlice(graph: GraphOps): string[] {
   if (graph.opset < MIN_OPSET || !graph.inputs.includes("position_ids")) return [];
-  if (graph.ops.has("com.microsoft:GroupQueryAttention")) return [];
-  if (graph.ops.has(":DynamicQuantizeLinear") || graph.ops.has("com.microsoft:DynamicQuantizeMatMul")) return [];
+  if (usesGroupQueryAttention(graph) || quantizesPerTensor(graph)) return [];
   const outputs = new Set(graph.outputs);
   return graph.inputs
-    .filter((n) => /^past_key_values\.\d+\.(key|value)$/.test(n))
-    .map((n) => n.replace("past_key_values", "present"))
+    .filter(isPastInput)
+    .map(presentOf)
     .filter((p) => outputs.has(p) && !outputs.has(lastTokenOutput(p)));
 }
 
@@ -94,68 +97,68 @@ export function modelWithWeightsByReference(file: string): Buffer {
   const fd = openSync(file, "r");
   try {
     const r = new FileReader(fd);
-    const size = fstatSync(fd).size;
     const range = (start: number, end: number) => {
       const b = Buffer.alloc(end - start);
       if (readSync(fd, b, 0, b.length, start) !== b.length) throw new Error("unexpected end of file");
       return b;
     };
     const location = path.basename(file);
-    const out: Buffer[] = [];
-    while (r.pos < size) {
-      const start = r.pos;
-      const tag = r.varint();
-      if (tag !== ((MODEL_GRAPH << 3) | 2)) {
-        r.skip(tag % 8);
-        out.push(range(start, r.pos));
-        continue;
+    const initializer = (_start: number, end: number) => {
+      let raw: { offset: number; length: number } | undefined;
+      const kept = rewriteFields(r, end, range, {
+        [TENSOR_RAW_DATA]: (start, valueEnd) => {
+          if (valueEnd - r.pos < MIN_REFERENCED_BYTES) return range(start, valueEnd);
+          raw = { offset: r.pos, length: valueEnd - r.pos };
+          return Buffer.alloc(0);
+        },
+      });
+      if (raw) {
+        kept.push(Buffer.from([(TENSOR_DATA_LOCATION << 3) | 0, EXTERNAL]));
+        for (const [key, value] of [
+          ["location", location],
+          ["offset", String(raw.offset)],
+          ["length", String(raw.length)],
+        ])
+          kept.push(
+            field(TENSOR_EXTERNAL_DATA, Buffer.concat([field(1, Buffer.from(key)), field(2, Buffer.from(value))])),
+          );
       }
-      const graphEnd = r.varint() + r.pos;
-      const graph: Buffer[] = [];
-      while (r.pos < graphEnd) {
-        const fieldStart = r.pos;
-        const t = r.varint();
-        if (t !== ((GRAPH_INITIALIZER << 3) | 2)) {
-          r.skip(t % 8);
-          graph.push(range(fieldStart, r.pos));
-          continue;
-        }
-        const tensorEnd = r.varint() + r.pos;
-        const kept: Buffer[] = [];
-        let raw: { offset: number; length: number } | undefined;
-        while (r.pos < tensorEnd) {
-          const at = r.pos;
-          const tt = r.varint();
-          if (tt === ((TENSOR_RAW_DATA << 3) | 2)) {
-            const length = r.varint();
-            if (length >= MIN_REFERENCED_BYTES) {
-              raw = { offset: r.pos, length };
-              r.pos += length;
-              continue;
-            }
-            r.pos += length;
-          } else r.skip(tt % 8);
-          kept.push(range(at, r.pos));
-        }
-        if (raw) {
-          kept.push(Buffer.from([(TENSOR_DATA_LOCATION << 3) | 0, EXTERNAL]));
-          for (const [key, value] of [
-            ["location", location],
-            ["offset", String(raw.offset)],
-            ["length", String(raw.length)],
-          ])
-            kept.push(
-              field(TENSOR_EXTERNAL_DATA, Buffer.concat([field(1, Buffer.from(key)), field(2, Buffer.from(value))])),
-            );
-        }
-        graph.push(field(GRAPH_INITIALIZER, Buffer.concat(kept)));
-      }
-      out.push(field(MODEL_GRAPH, Buffer.concat(graph)));
-    }
-    return Buffer.concat(out);
+      return field(GRAPH_INITIALIZER, Buffer.concat(kept));
+    };
+    const graph = (_start: number, end: number) =>
+      field(MODEL_GRAPH, Buffer.concat(rewriteFields(r, end, range, { [GRAPH_INITIALIZER]: initializer })));
+    return Buffer.concat(rewriteFields(r, fstatSync(fd).size, range, { [MODEL_GRAPH]: graph }));
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The fields of the message from `r.pos` to `end`, each copied byte for byte, except the
+ * length-delimited fields numbered in `rewrite`: those are replaced by what their function returns
+ * (given the field's start and its value's end, with `r` at the value's start); `r` ends at `end`.
+ */
+function rewriteFields(
+  r: FileReader,
+  end: number,
+  range: (start: number, end: number) => Buffer,
+  rewrite: Record<number, (start: number, valueEnd: number) => Buffer>,
+): Buffer[] {
+  const out: Buffer[] = [];
+  while (r.pos < end) {
+    const start = r.pos;
+    const tag = r.varint();
+    const replace = tag % 8 === 2 ? rewrite[Math.floor(tag / 8)] : undefined;
+    if (replace) {
+      const valueEnd = r.varint() + r.pos;
+      out.push(replace(start, valueEnd));
+      r.pos = valueEnd;
+    } else {
+      r.skip(tag % 8);
+      out.push(range(start, r.pos));
+    }
+  }
+  return out;
 }
 
 /** A length-delimited protobuf field. */

@@ -35,10 +35,13 @@ export class PaddedBatch implements DecodeBatch {
   private presents: KvArray[] = [];
   private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
   private logitsRows = 0;
+  /** Whether the graph has its last-token outputs (../last-token-outputs.ts): then only those are fetched. */
+  private readonly sliced: boolean;
 
   constructor(private readonly io: GraphIo) {
     const { kv } = io.sig;
     this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
+    this.sliced = kv.entries.every((e) => e.lastToken);
   }
 
   get size() {
@@ -86,8 +89,7 @@ export class PaddedBatch implements DecodeBatch {
     const B = this.size;
     // With the graph's last-token outputs, only the fed token's column comes back ([B, heads, 1, D]);
     // otherwise the whole present ([B, heads, cap + 1, D]), whose column `cap` is the fed token's.
-    const sliced = kv.entries.every((e) => e.lastToken);
-    const columns = sliced ? 1 : cap + 1;
+    const columns = this.sliced ? 1 : cap + 1;
     const outDims = [B, kv.heads, columns, D];
     const outLength = B * this.io.rowSize * columns;
     if ((this.presents[0]?.length ?? 0) < outLength) {
@@ -106,7 +108,7 @@ export class PaddedBatch implements DecodeBatch {
     };
     const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
     kv.entries.forEach(
-      (e, i) => (fetches[sliced ? e.lastToken! : e.present] = kvTensor(kv.type, presents[i], outDims)),
+      (e, i) => (fetches[this.sliced ? e.lastToken! : e.present] = kvTensor(kv.type, presents[i], outDims)),
     );
     await this.io.session.run(feeds, fetches);
     // The fed token's keys/values (last column of what came back) → column length_r of the cache.
