@@ -168,7 +168,7 @@ const COLUMNS: Record<RowColumns, SQL> = {
 };
 
 /**
- * The split side in SQL, the documented formula (workers/packager/sample-checks.ts, inValidation):
+ * The split side in SQL, the formula docs/api.md documents ("split"):
  * 1 when the first 6 bytes of SHA-256(`<seed>:<id>`), big-endian, over 2^48 are below
  * `validation`, else 0. Postgres computes it on its own core while the worker handles the rows;
  * the division by 2^48 is exact in float8, as in JavaScript, so the two always agree.

@@ -377,6 +377,11 @@ describe("split side in SQL", () => {
       );
       const got = new Map(rows.map((r) => [r.id, Number(r.side) === 1]));
       expect(got.size).toBe(ids.length);
+      if (split.validation === 0.3) {
+        const share = [...got.values()].filter(Boolean).length / ids.length;
+        expect(share).toBeGreaterThan(0.25);
+        expect(share).toBeLessThan(0.35);
+      }
       for (const id of ids)
         expect(got.get(id), `${id} with ${JSON.stringify(split)}`).toBe(side(id, split) === "validation");
     }

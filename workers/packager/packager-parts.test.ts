@@ -1,8 +1,7 @@
-import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { prefixUpperBound } from "@/lib/services/selection-query";
 import { rowSplitter } from "./copy-rows";
-import { inValidation, openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
+import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { niceBinWidth, TokenTally } from "./token-stats";
 
 const m = (role: string, content: string) => ({ role, content });
@@ -25,19 +24,6 @@ describe("openai-chat validation", () => {
     expect(openAiChatRefusal([m("user", ""), m("system", "s")])).toBe("empty_content");
     expect(openAiChatRefusal([m("user", " "), m("system", "s"), m("assistant", "a")])).toBe("system_not_first");
     expect(openAiChatRefusal([m("user", "q")])).toBe("no_assistant_message");
-  });
-});
-
-describe("split", () => {
-  it("follows the documented formula: SHA-256 of `<seed>:<id>`, first 6 bytes over 2^48", () => {
-    const ids = Array.from({ length: 2000 }, (_, i) => `smp_${i}`);
-    for (const id of ids.slice(0, 50)) {
-      const u = createHash("sha256").update(`9:${id}`).digest().readUIntBE(0, 6) / 2 ** 48;
-      expect(inValidation(id, { validation: 0.3, seed: 9 })).toBe(u < 0.3);
-    }
-    const share = ids.filter((id) => inValidation(id, { validation: 0.3, seed: 9 })).length / ids.length;
-    expect(share).toBeGreaterThan(0.25);
-    expect(share).toBeLessThan(0.35);
   });
 });
 

@@ -27,16 +27,6 @@ export function openAiChatRefusal(messages: Message[]): InvalidReason | undefine
 }
 
 /**
- * Which file a sample goes to: validation when the first 6 bytes of SHA-256(`<seed>:<id>`), as
- * a big-endian integer divided by 2^48, are below `validation`. It depends on nothing but the
- * id and the seed, so a sample keeps its side when the selection grows.
- */
-export function inValidation(id: string, split: { validation: number; seed: number }): boolean {
-  const digest = hash("sha256", `${split.seed}:${id}`, "buffer");
-  return digest.readUIntBE(0, 6) / 2 ** 48 < split.validation;
-}
-
-/**
  * The conversations seen so far, as 128-bit digests (MD5) of their keys (conversationKey: each
  * content trimmed, role, tool calls and the other fields as they are), in an open-addressing
  * table of 32-bit words: 32 bytes per conversation at most (1M conversations: 32 MB), instead of a
