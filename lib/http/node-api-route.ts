@@ -8,7 +8,14 @@ import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
 import { readNodeJsonBody } from "./body";
 import { observeRequest } from "../observe/request";
 import { idempotencyKeyOf, idempotentJson } from "./idempotency";
-import { discardRest, pagesParams, pagesRoutePattern, sendJson as send, type PagesRequest } from "./node-response";
+import {
+  discardRest,
+  pagesParams,
+  pagesRoutePattern,
+  sendJson as send,
+  setHeaders,
+  type PagesRequest,
+} from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
 
@@ -70,8 +77,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       const handle = getDb();
       const principal = await authenticateKey(handle.db, req.headers.authorization, "api");
       teamId = principal.team.id;
-      for (const [k, v] of Object.entries(takeRequest(principal.key.id, teamLimits(principal.team))))
-        res.setHeader(k, v);
+      setHeaders(res, takeRequest(principal.key.id, teamLimits(principal.team)));
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
       const raw = options.body
         ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
@@ -91,7 +97,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       send(res, result.status, result.json, requestId);
     } catch (err) {
       const { status, body, headers } = errorPayload(err, requestId);
-      for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v);
+      setHeaders(res, headers ?? {});
       if (!req.complete) discardRest(req);
       send(res, status, JSON.stringify(body), requestId);
     }

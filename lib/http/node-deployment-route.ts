@@ -20,7 +20,7 @@ import { readNodeJsonBody } from "./body";
 import { CORS_HEADERS } from "./cors";
 import { queryAuthorization } from "./deployment-query";
 import { admitDeploymentCall } from "./deployment-route";
-import { discardRest, pagesParams, pagesRoutePattern, sendJson, type PagesRequest } from "./node-response";
+import { discardRest, pagesParams, pagesRoutePattern, sendJson, setHeaders, type PagesRequest } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
 import { SSE_HEADERS } from "./sse";
@@ -156,10 +156,6 @@ export function nodeDeploymentMethods(routes: Partial<Record<Method, ReturnType<
     if (!req.complete) discardRest(req);
     sendJson(res, status, JSON.stringify(body), requestId);
   };
-}
-
-function setHeaders(res: ServerResponse, ...sets: Record<string, string>[]): void {
-  for (const set of sets) for (const [k, v] of Object.entries(set)) res.setHeader(k, v);
 }
 
 /**

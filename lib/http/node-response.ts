@@ -36,6 +36,11 @@ export function sendJson(res: ServerResponse, status: number, json: string, requ
   res.end(json);
 }
 
+/** Sets each header of each set, later sets winning. */
+export function setHeaders(res: ServerResponse, ...sets: Record<string, string>[]): void {
+  for (const set of sets) for (const [k, v] of Object.entries(set)) res.setHeader(k, v);
+}
+
 /** What an answered request's unread body may still send before its connection is cut. */
 export const LINGER_BYTES = 64 * 1024 * 1024;
 export const LINGER_MS = 10_000;
