@@ -66,6 +66,10 @@ describe("a deployment endpoint's answers", () => {
     expectCommon(res);
     expect(res.headers.get("allow")).toMatch(/GET/);
     expect(((await res.json()) as any).error.type).toBe("invalid_request");
+    // HEAD too (docs/api.md): running GET for it would open a generation.
+    const head = await fetch(dep.url, { method: "HEAD", headers: { authorization: `Bearer ${team.modelKey}` } });
+    expect(head.status).toBe(405);
+    expect(head.headers.get("allow")).toBe("OPTIONS, POST, GET");
   });
 });
 
