@@ -1,6 +1,6 @@
 import type { DatasetOptions, DatasetStats, InvalidReason, SplitName } from "@/lib/contracts/dataset-options";
 import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
-import { rowSplitter } from "./copy-rows";
+import { firstFieldEnd, rowFields, rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
 import type { ParquetRow } from "./parquet-file";
 import { PackagingError } from "./errors";
@@ -32,7 +32,7 @@ export async function copyLines(chunks: Chunks, out: DatasetOutput): Promise<Dat
  * under the first of these that leaves it out.
  */
 export async function packageRows(
-  job: Pick<DatasetJob, "options" | "tokenizerModel">,
+  job: Pick<DatasetJob, "options" | "tokenizerModel" | "size">,
   chunks: Chunks,
   outputs: Map<SplitName | null, DatasetOutput>,
   signal: AbortSignal,
@@ -40,7 +40,7 @@ export async function packageRows(
   const o = job.options;
   const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
   const invalid: Partial<Record<InvalidReason, number>> = {};
-  const seen = o.dedupe ? new SeenConversations() : undefined;
+  const seen = o.dedupe ? await SeenConversations.create(job.size) : undefined;
   const tally = counter ? new TokenTally() : undefined;
   const splits = { train: 0, validation: 0 };
   let duplicate = 0;
@@ -50,10 +50,16 @@ export async function packageRows(
   const parse = parquet || o.validate || seen || counter;
   const split = rowSplitter();
   for await (const { chunk } of chunks(parquet ? "parquet" : "row")) {
-    for (const fields of split(chunk)) {
+    const { data, bounds } = split(chunk);
+    for (let r = 0; r < bounds.length; r += 2) {
       signal.throwIfAborted();
-      const line = fields[0]!;
-      const messages: Message[] | undefined = parse ? JSON.parse(line.toString()).messages : undefined;
+      const start = bounds[r]!;
+      const end = bounds[r + 1]!;
+      // The first field is the JSONL line.
+      const lineEnd = firstFieldEnd(data, start, end);
+      const messages: Message[] | undefined = parse
+        ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
+        : undefined;
       if (o.validate) {
         const reason = openAiChatRefusal(messages!);
         if (reason) {
@@ -72,10 +78,11 @@ export async function packageRows(
       }
       if (tokens !== undefined) tally!.add(tokens);
       // With a split the COPY's last field is the side Postgres computed (splitSideSql: 1 validation).
-      const side: SplitName | null = o.split ? (fields[fields.length - 1]![0] === 0x31 ? "validation" : "train") : null;
+      const side: SplitName | null = o.split ? (data[end - 1] === 0x31 ? "validation" : "train") : null;
       if (side) splits[side]++;
       included++;
-      const wrote = outputs.get(side)!.add(line, parquet ? () => parquetRow(fields, messages!) : undefined);
+      const row = parquet ? () => parquetRow(rowFields(data, start, end), messages!) : undefined;
+      const wrote = outputs.get(side)!.add(data, start, lineEnd, row);
       if (wrote) await wrote;
     }
   }

@@ -1,6 +1,12 @@
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { LocalBlobStore } from "@/lib/blob";
+import { DatasetOutput } from "./dataset-output";
 import { prefixUpperBound } from "@/lib/services/selection-query";
-import { rowSplitter } from "./copy-rows";
+import { firstFieldEnd, rowFields, rowSplitter } from "./copy-rows";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { niceBinWidth, TokenTally } from "./token-stats";
 
@@ -28,24 +34,28 @@ describe("openai-chat validation", () => {
 });
 
 describe("SeenConversations", () => {
-  it("tells conversations apart by their tool calls, not only by role and content", () => {
-    const seen = new SeenConversations();
+  it("tells conversations apart by their tool calls, not only by role and content", async () => {
+    const seen = await SeenConversations.create();
     const call = (args: string) => ({ id: "c", type: "function" as const, function: { name: "f", arguments: args } });
     expect(seen.add([{ role: "assistant", content: null, tool_calls: [call("{}")] }])).toBe(true);
     expect(seen.add([{ role: "assistant", content: null, tool_calls: [call('{"a":1}')] }])).toBe(true);
     expect(seen.add([{ role: "assistant", content: null, tool_calls: [call("{}")] }])).toBe(false);
   });
 
-  it("keeps the first of each conversation (contents trimmed), through many growths", () => {
-    const seen = new SeenConversations();
-    for (let i = 0; i < 20_000; i++) expect(seen.add([m("user", `q${i}`)])).toBe(true);
-    for (let i = 0; i < 20_000; i += 7) expect(seen.add([m("user", `  q${i}\n`)])).toBe(false);
-    expect(seen.add([m("assistant", "q1")])).toBe(true); // the role counts
-    expect(seen.add([m("user", "q1"), m("user", "")])).toBe(true); // so does every message
-  });
+  it.each([0, 20_000, 50_000])(
+    "keeps the first of each conversation (contents trimmed), sized for %i, through growths",
+    async (expected) => {
+      const seen = await SeenConversations.create(expected);
+      for (let i = 0; i < 30_000; i++) expect(seen.add([m("user", `q${i}`)])).toBe(true);
+      for (let i = 0; i < 30_000; i += 7) expect(seen.add([m("user", `  q${i}\n`)])).toBe(false);
+      expect(seen.add([m("assistant", "q1")])).toBe(true); // the role counts
+      expect(seen.add([m("user", "q1"), m("user", "")])).toBe(true); // so does every message
+      expect(seen.add([m("user", " q1"), m("user", "\t")])).toBe(false);
+    },
+  );
 
-  it("never mistakes one conversation for another whose fields run together", () => {
-    const seen = new SeenConversations();
+  it("never mistakes one conversation for another whose fields run together", async () => {
+    const seen = await SeenConversations.create();
     const conversations: Message[][] = [
       [m("user", "ab"), m("user", "c")],
       [m("user", "a"), m("user", "bc")],
@@ -96,11 +106,53 @@ describe("COPY rows", () => {
     const text = Buffer.from('{"a": 1}\tid1\t5\n{"b": "é"}\tid2\t6\n');
     for (let cut = 0; cut <= text.length; cut++) {
       const split = rowSplitter();
-      const rows = [...split(text.subarray(0, cut)), ...split(text.subarray(cut))];
+      const rows = [split(text.subarray(0, cut)), split(text.subarray(cut))].flatMap(({ data, bounds }) =>
+        bounds.flatMap((start, i) => (i % 2 === 0 ? [rowFields(data, start, bounds[i + 1]!)] : [])),
+      );
       expect(rows.map((r) => r.map(String))).toEqual([
         ['{"a": 1}', "id1", "5"],
         ['{"b": "é"}', "id2", "6"],
       ]);
+    }
+  });
+});
+
+describe("COPY rows", () => {
+  it("finds a row's first field without reading past the row", () => {
+    const data = Buffer.from("a\tb\ncde\nf\tg");
+    expect(firstFieldEnd(data, 0, 3)).toBe(1);
+    expect(firstFieldEnd(data, 4, 7)).toBe(7); // the next row's tab is not this row's
+    expect(firstFieldEnd(data, 8, 11)).toBe(9);
+  });
+});
+
+describe("DatasetOutput", () => {
+  it("writes every line once, in order, whatever their lengths (longer than a batch too)", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "lmp-output-"));
+    try {
+      const blobs = new LocalBlobStore(dir);
+      const out = new DatasetOutput(
+        blobs,
+        { key: "d/f.jsonl", name: "f.jsonl", split: null },
+        { format: "jsonl", compression: "none", dedupe: false },
+        new AbortController().signal,
+      );
+      const lines = Array.from({ length: 3000 }, (_, i) => `{"i":${i},"pad":"${"x".repeat((i * 997) % 900)}"}`);
+      lines.splice(1500, 0, `{"big":"${"y".repeat(600 * 1024)}"}`);
+      for (const line of lines) {
+        // Each line sits between other bytes in the buffer it comes from, as in a COPY chunk.
+        const data = Buffer.from(`id\t${line}\tside`);
+        const wrote = out.add(data, 3, 3 + Buffer.byteLength(line));
+        if (wrote) await wrote;
+      }
+      const file = await out.finish();
+      const text = readFileSync(path.join(dir, "d", "f.jsonl"), "utf8");
+      expect(text).toBe(lines.join("\n") + "\n");
+      expect(file.samples).toBe(lines.length);
+      expect(file.bytes).toBe(Buffer.byteLength(text));
+      expect(file.checksum).toBe(`sha256:${createHash("sha256").update(text).digest("hex")}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

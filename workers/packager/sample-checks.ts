@@ -1,4 +1,4 @@
-import { hash } from "node:crypto";
+import { createXXHash128, type IHasher } from "hash-wasm";
 import type { InvalidReason } from "@/lib/contracts/dataset-options";
 import type { ToolCall } from "@/lib/contracts/messages";
 
@@ -27,40 +27,66 @@ export function openAiChatRefusal(messages: Message[]): InvalidReason | undefine
 }
 
 /**
- * The conversations seen so far, as 128-bit digests (MD5) of their keys (conversationKey: each
- * content trimmed, role, tool calls and the other fields as they are), in an open-addressing
- * table of 32-bit words: 32 bytes per conversation at most (1M conversations: 32 MB), instead of a
- * Set of strings (~100 MB).
+ * The conversations seen so far, as 128-bit digests (XXH128, hash-wasm) of their keys
+ * (conversationKey: each content trimmed, role, tool calls and the other fields as they are), in
+ * an open-addressing table of 32-bit words: 32 bytes per conversation at most (1M conversations:
+ * 32 MB), instead of a Set of strings (~100 MB). XXH128 instead of MD5: a third of the time per
+ * sample (Node's one-shot MD5 costs about 2 µs a call), with as few accidental collisions; a
+ * deliberate collision can only drop a sample from its own team's dataset.
  */
 export class SeenConversations {
-  private slots = new Uint32Array(4 * 1024);
+  private slots: Uint32Array;
   private count = 0;
+
+  private constructor(
+    private readonly hasher: IHasher,
+    expected: number,
+  ) {
+    // Sized for `expected` conversations at most half full, so a whole selection never regrows
+    // the table (up to 2^20 of them: 32 MB; larger selections grow it as they go).
+    let capacity = 4096;
+    while (capacity < Math.min(expected, 1 << 20) * 2) capacity *= 2;
+    this.slots = new Uint32Array(capacity * 4);
+  }
+
+  /** A table for about `expected` conversations (more are fine). */
+  static async create(expected = 0): Promise<SeenConversations> {
+    return new SeenConversations(await createXXHash128(), expected);
+  }
 
   /** True the first time a conversation is added (the one to keep), false for its repeats. */
   add(messages: Message[]): boolean {
-    const d = hash("md5", conversationKey(messages), "buffer");
-    const words = [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), (d.readUInt32LE(12) | 1) >>> 0];
-    if (!this.insert(words)) return false;
+    this.hasher.init();
+    this.hasher.update(conversationKey(messages));
+    const d = this.hasher.digest("binary");
+    const w0 = d[0]! | (d[1]! << 8) | (d[2]! << 16) | (d[3]! << 24);
+    const w1 = d[4]! | (d[5]! << 8) | (d[6]! << 16) | (d[7]! << 24);
+    const w2 = d[8]! | (d[9]! << 8) | (d[10]! << 16) | (d[11]! << 24);
+    const w3 = d[12]! | (d[13]! << 8) | (d[14]! << 16) | (d[15]! << 24) | 1;
+    if (!this.insert(w0, w1, w2, w3)) return false;
     if (++this.count * 2 > this.slots.length / 4) this.grow();
     return true;
   }
 
   /** false when present. The last word is never 0 (`| 1` above), so 0 marks an empty slot. */
-  private insert(w: number[]): boolean {
-    const capacity = this.slots.length / 4;
-    for (let i = w[0]! & (capacity - 1); ; i = (i + 1) & (capacity - 1)) {
+  private insert(w0: number, w1: number, w2: number, w3: number): boolean {
+    const slots = this.slots;
+    const mask = slots.length / 4 - 1;
+    // Uint32Array reads come back unsigned: compare the words as unsigned too.
+    w0 >>>= 0;
+    w1 >>>= 0;
+    w2 >>>= 0;
+    w3 >>>= 0;
+    for (let i = w0 & mask; ; i = (i + 1) & mask) {
       const at = i * 4;
-      if (this.slots[at + 3] === 0) {
-        this.slots.set(w, at);
+      if (slots[at + 3] === 0) {
+        slots[at] = w0;
+        slots[at + 1] = w1;
+        slots[at + 2] = w2;
+        slots[at + 3] = w3;
         return true;
       }
-      if (
-        this.slots[at] === w[0] &&
-        this.slots[at + 1] === w[1] &&
-        this.slots[at + 2] === w[2] &&
-        this.slots[at + 3] === w[3]
-      )
-        return false;
+      if (slots[at] === w0 && slots[at + 1] === w1 && slots[at + 2] === w2 && slots[at + 3] === w3) return false;
     }
   }
 
@@ -68,7 +94,7 @@ export class SeenConversations {
     const old = this.slots;
     this.slots = new Uint32Array(old.length * 2);
     for (let at = 0; at < old.length; at += 4) {
-      if (old[at + 3] !== 0) this.insert([old[at]!, old[at + 1]!, old[at + 2]!, old[at + 3]!]);
+      if (old[at + 3] !== 0) this.insert(old[at]!, old[at + 1]!, old[at + 2]!, old[at + 3]!);
     }
   }
 }
