@@ -4,6 +4,7 @@
 // (workers/packager): claims PROCESSING rows and writes their JSONL files to the blob store; stores
 // imports (workers/importer); and runs retention and other deletions (workers/maintenance.ts).
 // Started by `npm start` next to the app (or alone: `npm run worker`).
+import path from "node:path";
 import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
@@ -48,6 +49,7 @@ async function main(): Promise<void> {
     blobs: blobStore(),
     owner: registration.id,
     leaseSeconds: e.DATASET_LEASE_SECONDS,
+    scratchDir: path.join(e.DATA_DIR, "tmp"),
     pollMs: e.DATASET_POLL_MS,
     maxAttempts: e.DATASET_MAX_ATTEMPTS,
     throttleMs: e.DATASET_THROTTLE_MS,

@@ -150,21 +150,22 @@ export async function releaseDataset(
 
 export type CopyChunk = { chunk: Buffer; count: number };
 
-/** The columns of the frozen selection's rows that packaging reads (see datasetCopy). */
-export type RowColumns = "line" | "row" | "parquet";
+/** What each row of the frozen selection holds (see datasetCopy). */
+export type RowColumns = "line" | "parquet";
 
-const LINE = sql`'{"messages": ' || s.messages::text || '}'`;
 /**
- * Tab-separated, every field free of raw tabs and newlines once unescaped (JSON text, ids,
- * digits), so a row splits on them: the JSONL line, the id, and for Parquet the creation time
- * in microseconds, user and group as JSON strings (or null) and the metadata's JSON (or null).
+ * Per sample, one line of JSON with no raw tab or newline (JSON text escapes them), so a row
+ * splits on them: the JSONL line `{"messages": [...]}`, or for Parquet the whole record that
+ * workers/packager/parquet-file.ts reads (the creation time in µs, the metadata as JSON text).
  */
 const COLUMNS: Record<RowColumns, SQL> = {
-  line: LINE,
-  row: sql`${LINE}, s.id`,
-  parquet: sql`${LINE}, s.id, (extract(epoch from s.created_at) * 1000000)::bigint,
-    coalesce(to_json(s.user_id)::text, 'null'), coalesce(to_json(s.group_id)::text, 'null'),
-    coalesce(s.metadata::text, 'null')`,
+  line: sql`'{"messages": ' || s.messages::text || '}'`,
+  parquet: sql`'{"id": ' || to_json(s.id)::text ||
+    ', "createdAt": ' || (extract(epoch from s.created_at) * 1000000)::bigint ||
+    ', "userId": ' || coalesce(to_json(s.user_id)::text, 'null') ||
+    ', "groupId": ' || coalesce(to_json(s.group_id)::text, 'null') ||
+    ', "metadata": ' || coalesce(to_json(s.metadata::text)::text, 'null') ||
+    ', "messages": ' || s.messages::text || '}'`,
 };
 
 /**
@@ -181,7 +182,7 @@ export function splitSideSql(split: { validation: number; seed: number }): SQL {
 
 /**
  * The frozen selection in selection order, one row per sample with `columns` (one JSONL
- * `{"messages": [...]}` line per sample for "line"), and with `split` one more field last: the
+ * `{"messages": [...]}` line per sample for "line"), and with `split` a second field: the
  * sample's split side (splitSideSql: 1 validation, 0 train). Postgres renders the rows and sends them with
  * one `COPY (SELECT …) TO STDOUT`, streamed with backpressure: the fastest way out of the server
  * (about the time of COPYing the messages alone), in flat memory. Chunks are unescaped; each row

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gunzipSync } from "node:zlib";
-import { DuckDBInstance } from "@duckdb/node-api";
 import { AutoTokenizer } from "@huggingface/transformers";
+import { asyncBufferFromFile, parquetReadObjects } from "hyparquet";
 import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
@@ -16,7 +16,7 @@ import { Dataset, downloadBytes, parseLines, waitForStatus } from "../helpers/da
 import { makeDeployment } from "../helpers/deployments";
 
 // Dataset options end to end: created over HTTP, packaged by the suite's worker, the files read
-// back (gzip with zlib, Parquet with DuckDB, a reader independent of the writer) and compared with
+// back (gzip with zlib, Parquet with hyparquet, a reader independent of DuckDB, the writer) and compared with
 // what the inserted samples say each option must produce. The rules are written again here, from
 // docs/api.md, rather than imported from the packager.
 
@@ -100,28 +100,28 @@ const tokensOf = (m: Msg[]) =>
     add_special_tokens: false,
   }).length;
 
-let duck: Awaited<ReturnType<DuckDBInstance["connect"]>>;
-const tmp = mkdtempSync(path.join(os.tmpdir(), "lmp-ds-options-"));
+let tmp: string;
 beforeAll(async () => {
   tokenizer = await AutoTokenizer.from_pretrained(inject("tinyModel"), { local_files_only: true });
-  duck = await (await DuckDBInstance.create(":memory:")).connect();
+  tmp = mkdtempSync(path.join(os.tmpdir(), "lmp-ds-options-"));
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-/** A Parquet file's rows, read by DuckDB. */
+/** A Parquet file's rows, read by hyparquet (the packager writes with DuckDB). */
 async function readParquet(bytes: Buffer): Promise<Row[]> {
   const file = path.join(tmp, `${newId("dataset")}.parquet`);
   writeFileSync(file, bytes);
-  const reader = await duck.runAndReadAll(
-    `select id, epoch_us(createdAt)::varchar as us, userId, groupId, metadata, to_json(messages)::varchar as messages from '${file}'`,
-  );
-  return reader.getRowObjectsJS().map((r) => ({
+  const rows = await parquetReadObjects({
+    file: await asyncBufferFromFile(file),
+    parsers: { timestampFromMicroseconds: (us: bigint) => us } as never,
+  });
+  return rows.map((r) => ({
     id: r.id as string,
-    createdAt: new Date(Number(r.us) / 1000),
+    createdAt: new Date(Number(r.createdAt) / 1000),
     userId: r.userId as string | null,
     groupId: r.groupId as string | null,
     metadata: r.metadata === null ? null : JSON.parse(r.metadata as string),
-    messages: (JSON.parse(r.messages as string) as Record<string, unknown>[]).map(asGiven),
+    messages: (r.messages as Record<string, unknown>[]).map(asGiven),
   }));
 }
 

@@ -27,14 +27,3 @@ export function firstFieldEnd(data: Buffer, start: number, end: number): number 
   const tab = data.indexOf(0x09, start);
   return tab === -1 || tab > end ? end : tab;
 }
-
-/** A row's fields, as buffers (for the rare paths that read them all). */
-export function rowFields(data: Buffer, start: number, end: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (let tab = data.indexOf(0x09, start); tab !== -1 && tab < end; tab = data.indexOf(0x09, start)) {
-    out.push(data.subarray(start, tab));
-    start = tab + 1;
-  }
-  out.push(data.subarray(start, end));
-  return out;
-}

@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import { once } from "node:events";
+import { createReadStream } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { createGzip } from "node:zlib";
 import type { BlobStore } from "@/lib/blob";
 import type { DatasetOptions, SplitName } from "@/lib/contracts/dataset-options";
 import type { StoredFile } from "@/lib/services/dataset-jobs";
-import { ParquetFile, type ParquetRow } from "./parquet-file";
+import { ParquetFile } from "./parquet-file";
 
 /**
  * gzip level 1: chat text still shrinks about 4× and it keeps up with the COPY (level 6 is
@@ -30,7 +31,8 @@ const CONTENT_TYPES = {
 
 /**
  * One file of a dataset being written to the blob store under `key` as rows arrive: JSONL lines
- * (gzipped or not) or Parquet rows. Bytes are counted and hashed (SHA-256) as they leave, after
+ * (gzipped or not), or for Parquet the rows' JSON lines into a scratch file that becomes the
+ * Parquet file at the end (parquet-file.ts) and is uploaded then. Bytes are counted and hashed (SHA-256) as they leave, after
  * compression, so `bytes` and `checksum` describe the stored file. Writes wait while the blob
  * store is behind (backpressure): memory stays bounded.
  */
@@ -48,7 +50,9 @@ export class DatasetOutput {
     blobs: BlobStore,
     private readonly file: { key: string; name: string; split: SplitName | null },
     options: DatasetOptions,
-    signal: AbortSignal,
+    private readonly signal: AbortSignal,
+    /** Where a Parquet file's scratch files go (the worker's DATA_DIR/tmp). */
+    scratchDir: string,
   ) {
     const gzip = options.format === "jsonl" && options.compression === "gzip";
     const body: Readable = gzip ? this.input.pipe(createGzip({ level: GZIP_LEVEL })) : this.input;
@@ -56,17 +60,16 @@ export class DatasetOutput {
     this.stored = blobs.put(file.key, this.counted(body), { signal, contentType });
     // A failed upload must not leave writers waiting for 'drain': they see it through `stored`.
     this.stored.catch(() => this.input.destroy());
-    this.parquet = options.format === "parquet" ? new ParquetFile((chunk) => this.write(chunk)) : undefined;
+    this.parquet = options.format === "parquet" ? new ParquetFile(scratchDir) : undefined;
   }
 
   /**
-   * One sample: its JSONL line, `data[start, end)` (without the newline), copied into the batch;
-   * or, for Parquet, its row. A promise to await only when the batch went out (a line usually
-   * just joins the batch: no promise, no microtask, no buffer per sample).
+   * One sample: its line, `data[start, end)` (without the newline), copied into the batch. A
+   * promise to await only when the batch went out (a line usually just joins the batch: no
+   * promise, no microtask, no buffer per sample).
    */
-  add(data: Buffer, start: number, end: number, row?: () => ParquetRow): Promise<void> | undefined {
+  add(data: Buffer, start: number, end: number): Promise<void> | undefined {
     this.samples++;
-    if (this.parquet) return this.parquet.add(row!());
     if (this.batchBytes + (end - start) + 1 > this.batch.length) return this.addAfterFlush(data, start, end);
     this.batchBytes += data.copy(this.batch, this.batchBytes, start, end);
     this.batch[this.batchBytes++] = 0x0a;
@@ -84,15 +87,20 @@ export class DatasetOutput {
     this.batch[this.batchBytes++] = 0x0a;
   }
 
-  /** Several whole JSONL lines at once (`count` of them), as the COPY sent them. */
+  /** Several whole lines at once (`count` of them), as the COPY sent them. */
   async addLines(chunk: Buffer, count: number): Promise<void> {
     this.samples += count;
     await this.write(chunk);
   }
 
   async finish(): Promise<StoredFile> {
-    if (this.parquet) await this.parquet.finish();
-    else await this.flushBatch();
+    await this.flushBatch();
+    if (this.parquet) {
+      const file = await this.parquet.finish(this.signal);
+      for await (const chunk of createReadStream(file, { highWaterMark: 1024 * 1024 }))
+        await this.send(chunk as Buffer);
+      this.parquet.remove();
+    }
     this.input.end();
     await this.stored;
     const { key, name, split } = this.file;
@@ -108,6 +116,7 @@ export class DatasetOutput {
 
   /** Resolves once the upload has ended, whichever way (after an abort: nothing left behind). */
   settled(): Promise<void> {
+    this.parquet?.remove();
     return this.stored.then(
       () => {},
       () => {},
@@ -123,6 +132,12 @@ export class DatasetOutput {
   }
 
   private async write(chunk: Buffer): Promise<void> {
+    if (this.parquet) return this.parquet.write(chunk);
+    return this.send(chunk);
+  }
+
+  /** Bytes of the stored file (before gzip when gzipped). */
+  private async send(chunk: Buffer): Promise<void> {
     if (this.input.write(chunk)) return;
     await Promise.race([once(this.input, "drain"), this.stored]);
   }

@@ -22,6 +22,8 @@ export type PackageOptions = {
   blobs: BlobStore;
   owner: string;
   leaseSeconds: number;
+  /** Where Parquet files are put together before their upload (DATA_DIR/tmp). */
+  scratchDir: string;
   /** Testing only: pause `throttleMs` after every `throttleEvery` samples. */
   throttleMs?: number;
   throttleEvery?: number;
@@ -65,8 +67,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
   async function* chunks(columns: RowColumns): AsyncGenerator<{ chunk: Buffer; count: number }> {
     try {
       // The split side comes from Postgres, a field after the row's (package-rows.ts).
-      const split = columns === "line" ? undefined : job.options.split;
-      for await (const c of datasetCopy(o.db, job, columns, split)) {
+      for await (const c of datasetCopy(o.db, job, columns, job.options.split)) {
         abort.signal.throwIfAborted();
         read += c.count;
         yield c;
@@ -91,7 +92,13 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       const name = datasetFileName(job.name, job.options, split);
       return [
         split,
-        new DatasetOutput(o.blobs, { key: `${attemptPrefix}${name}`, name, split }, job.options, abort.signal),
+        new DatasetOutput(
+          o.blobs,
+          { key: `${attemptPrefix}${name}`, name, split },
+          job.options,
+          abort.signal,
+          o.scratchDir,
+        ),
       ];
     }),
   );
@@ -101,7 +108,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     try {
       stats = needsRows(job.options)
         ? await packageRows(job, chunks, outputs, abort.signal)
-        : await copyLines(chunks, outputs.get(null)!);
+        : await copyLines(job.options, chunks, outputs.get(null)!);
       files = await Promise.all([...outputs.values()].map((out) => out.finish()));
     } catch (err) {
       abort.abort(err);

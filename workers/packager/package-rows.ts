@@ -1,8 +1,7 @@
 import type { DatasetOptions, DatasetStats, InvalidReason, SplitName } from "@/lib/contracts/dataset-options";
 import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
-import { firstFieldEnd, rowFields, rowSplitter } from "./copy-rows";
+import { firstFieldEnd, rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
-import type { ParquetRow } from "./parquet-file";
 import { PackagingError } from "./errors";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { loadTokenCounter, type TokenCounter } from "./token-counter";
@@ -12,13 +11,13 @@ type Chunks = (columns: RowColumns) => AsyncGenerator<{ chunk: Buffer; count: nu
 
 /** Whether packaging must look at each sample (otherwise the COPY's lines go out as they come). */
 export function needsRows(o: DatasetOptions): boolean {
-  return o.format === "parquet" || o.split !== undefined || o.dedupe || o.validate !== undefined || !!o.tokenizer;
+  return o.split !== undefined || o.dedupe || o.validate !== undefined || !!o.tokenizer;
 }
 
-/** Plain JSONL (gzipped or not): the COPY's chunks of lines are the file. */
-export async function copyLines(chunks: Chunks, out: DatasetOutput): Promise<DatasetStats> {
+/** Every sample, no option to apply: the COPY's chunks of lines are the file's lines. */
+export async function copyLines(options: DatasetOptions, chunks: Chunks, out: DatasetOutput): Promise<DatasetStats> {
   let included = 0;
-  for await (const { chunk, count } of chunks("line")) {
+  for await (const { chunk, count } of chunks(options.format === "parquet" ? "parquet" : "line")) {
     await out.addLines(chunk, count);
     included += count;
   }
@@ -46,16 +45,15 @@ export async function packageRows(
   let duplicate = 0;
   let tooLong = 0;
   let included = 0;
-  const parquet = o.format === "parquet";
-  const parse = parquet || o.validate || seen || counter;
+  const parse = o.validate || seen || counter;
   const split = rowSplitter();
-  for await (const { chunk } of chunks(parquet ? "parquet" : "row")) {
+  for await (const { chunk } of chunks(o.format === "parquet" ? "parquet" : "line")) {
     const { data, bounds } = split(chunk);
     for (let r = 0; r < bounds.length; r += 2) {
       signal.throwIfAborted();
       const start = bounds[r]!;
       const end = bounds[r + 1]!;
-      // The first field is the JSONL line.
+      // The first field is the line (JSONL's, or the Parquet record's): both have the messages.
       const lineEnd = firstFieldEnd(data, start, end);
       const messages: Message[] | undefined = parse
         ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
@@ -81,8 +79,7 @@ export async function packageRows(
       const side: SplitName | null = o.split ? (data[end - 1] === 0x31 ? "validation" : "train") : null;
       if (side) splits[side]++;
       included++;
-      const row = parquet ? () => parquetRow(rowFields(data, start, end), messages!) : undefined;
-      const wrote = outputs.get(side)!.add(data, start, lineEnd, row);
+      const wrote = outputs.get(side)!.add(data, start, lineEnd);
       if (wrote) await wrote;
     }
   }
@@ -105,23 +102,4 @@ async function tokenCounter(deployment: string, model: string): Promise<TokenCou
   } catch (err) {
     throw new PackagingError(`Could not load the tokenizer of deployment '${deployment}' (${model}).`, { cause: err });
   }
-}
-
-/** A row of the "parquet" columns: line, id, created_at in µs, user and group (JSON), metadata (JSON). */
-function parquetRow(fields: Buffer[], messages: Message[]): ParquetRow {
-  const metadata = fields[5]!.toString();
-  return {
-    id: fields[1]!.toString(),
-    createdAtMicros: BigInt(fields[2]!.toString()),
-    userId: JSON.parse(fields[3]!.toString()) as string | null,
-    groupId: JSON.parse(fields[4]!.toString()) as string | null,
-    metadata: metadata === "null" ? null : metadata,
-    messages: messages.map((m) => ({
-      role: m.role,
-      content: m.content ?? null,
-      name: m.name ?? null,
-      tool_call_id: m.tool_call_id ?? null,
-      tool_calls: m.tool_calls ? JSON.stringify(m.tool_calls) : null,
-    })),
-  };
 }

@@ -13,6 +13,8 @@ export type PackagerOptions = {
   /** This worker's id: the lease owner of the jobs it claims. */
   owner: string;
   leaseSeconds: number;
+  /** Where Parquet files are put together before their upload (DATA_DIR/tmp). */
+  scratchDir: string;
   pollMs: number;
   maxAttempts: number;
   throttleMs?: number;

@@ -1,51 +1,89 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
+import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { afterAll, describe, expect, it } from "vitest";
-import { ParquetFile, type ParquetRow } from "./parquet-file";
+import { ParquetFile } from "./parquet-file";
 
-const tmp = mkdtempSync(path.join(os.tmpdir(), "lmp-parquet-"));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const root = mkdtempSync(path.join(os.tmpdir(), "lmp-parquet-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+/** A scratch directory of each test's own. */
+const scratchDir = () => mkdtempSync(path.join(root, "t-"));
 
-const row = (i: number): ParquetRow => ({
+const call = { id: "c1", type: "function", function: { name: "f", arguments: '{"x":1}' } };
+
+/** The record the packager's COPY renders for a sample (lib/services/dataset-jobs.ts). */
+const record = (i: number) => ({
   id: `smp_${i}`,
-  createdAtMicros: 1_700_000_000_000_000n + BigInt(i),
+  createdAt: 1_700_000_000_000_000 + i,
   userId: i % 3 ? `u${i % 7}` : null,
   groupId: null,
-  metadata: i % 2 ? JSON.stringify({ n: String(i) }) : null,
+  metadata: i % 2 ? JSON.stringify({ n: String(i), nested: { t: "a\tb" } }) : null,
   messages: [
-    { role: "user", content: `question ${i}`, name: null, tool_call_id: null, tool_calls: null },
-    { role: "assistant", content: i % 5 ? `answer ${i}` : null, name: null, tool_call_id: null, tool_calls: null },
+    { role: "user", content: `question ${i} é\n\t"quoted"`, extra: "ignored" },
+    i % 5 ? { role: "assistant", content: `answer ${i}` } : { role: "assistant", content: null, tool_calls: [call] },
+    ...(i % 5 ? [] : [{ role: "tool", content: "r", tool_call_id: "c1", name: "f" }]),
   ],
 });
 
 describe("ParquetFile", () => {
-  it("writes many row groups of bounded size whose rows read back in order", async () => {
-    const chunks: Buffer[] = [];
-    const file = new ParquetFile(async (c) => void chunks.push(c));
-    const total = 4_500;
-    for (let i = 0; i < total; i++) await file.add(row(i));
-    await file.finish();
-    // Each group reached the sink on its own, before the end: memory holds one group at a time.
-    expect(chunks.length).toBeGreaterThanOrEqual(3);
-    const at = path.join(tmp, "rows.parquet");
-    writeFileSync(at, Buffer.concat(chunks));
-    const duck = await (await DuckDBInstance.create(":memory:")).connect();
-    const groups = await duck.runAndReadAll(`select count(distinct row_group_id) as n from parquet_metadata('${at}')`);
-    expect(Number(groups.getRowObjectsJS()[0]!.n)).toBe(3);
-    const read = await duck.runAndReadAll(
-      `select id, epoch_us(createdAt)::varchar as us, userId, metadata, to_json(messages)::varchar as messages from '${at}'`,
-    );
-    const rows = read.getRowObjectsJS();
+  it("converts the records, in order and in several row groups, as an independent reader reads them", async () => {
+    const scratch = scratchDir();
+    const file = new ParquetFile(scratch);
+    const total = 45_000;
+    // Lines arrive in chunks cut anywhere, as COPY chunks are.
+    const text = Buffer.from(Array.from({ length: total }, (_, i) => JSON.stringify(record(i)) + "\n").join(""));
+    for (let at = 0; at < text.length; at += 70_001) await file.write(text.subarray(at, at + 70_001));
+    const at = await file.finish(new AbortController().signal);
+    const buffer = readFileSync(at);
+    const bytes = buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength);
+    // Groups of about 10,000 rows (DuckDB rounds to its vectors of 2,048): memory holds about one at a time.
+    const groups = parquetMetadata(bytes).row_groups.map((g) => Number(g.num_rows));
+    expect(groups.length).toBeGreaterThanOrEqual(4);
+    for (const n of groups) expect(n).toBeLessThanOrEqual(10_240);
+    const rows = await parquetReadObjects({
+      file: bytes,
+      parsers: { timestampFromMicroseconds: (us: bigint) => us } as never,
+    });
     expect(rows).toHaveLength(total);
     rows.forEach((r, i) => {
-      const want = row(i);
+      const want = record(i);
       expect(r.id).toBe(want.id);
-      expect(BigInt(r.us as string)).toBe(want.createdAtMicros);
+      expect(Number(r.createdAt)).toBe(want.createdAt);
       expect(r.userId).toBe(want.userId);
+      expect(r.groupId).toBeNull();
       expect(r.metadata).toBe(want.metadata);
-      expect(JSON.parse(r.messages as string)).toEqual(want.messages);
+      expect(r.messages).toEqual(
+        want.messages.map((m) => ({
+          role: m.role,
+          content: m.content,
+          name: "name" in m ? m.name : null,
+          tool_call_id: "tool_call_id" in m ? m.tool_call_id : null,
+          tool_calls: "tool_calls" in m ? JSON.stringify(m.tool_calls) : null,
+        })),
+      );
     });
+    file.remove();
+    expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it("stops converting when aborted, and leaves nothing behind once removed", async () => {
+    const scratch = scratchDir();
+    const file = new ParquetFile(scratch);
+    await file.write(Buffer.from(JSON.stringify(record(1)) + "\n"));
+    const abort = new AbortController();
+    abort.abort(new Error("shutting down"));
+    await expect(file.finish(abort.signal)).rejects.toThrow("shutting down");
+    file.remove();
+    expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it("fails on a line that is not a record, with DuckDB's reason", async () => {
+    const scratch = scratchDir();
+    const file = new ParquetFile(scratch);
+    await file.write(Buffer.from(JSON.stringify(record(1)) + "\n{not json\n"));
+    await expect(file.finish(new AbortController().signal)).rejects.toThrow(/json/i);
+    file.remove();
+    expect(readdirSync(scratch)).toEqual([]);
   });
 });
