@@ -2,7 +2,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import type { LoadedModel } from "./model/load-model";
-import { llamaModelDir, tinyModelDir } from "./testing/models";
+import { llamaDtypesDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
 let dir: string;
 beforeAll(async () => {
@@ -62,6 +62,44 @@ describe("continuous batching", () => {
     expect(short.choices[0].finish_reason).toBe("length");
     expect(longDone).toBe(false);
     expect((await long).usage.completion_tokens).toBe(120);
+  });
+});
+
+describe("steps of several passes", () => {
+  it("a request arriving mid-step is prefilled between two passes, not after all of them", async () => {
+    // q8 (activations quantized per tensor): every row runs a pass of its own, so a step of 6
+    // rows is 6 passes. A new request's prompt runs after the pass in progress.
+    const engine = new Engine({ models: [await llamaDtypesDir()], loadOptions: () => ({ dtype: "q8" }) });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    expect(m.info.layout).toBe("exact-length");
+    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
+    const running = Array.from({ length: 6 }, (_, i) =>
+      engine.generate({ prompt: `Row ${i}`, max_tokens: 400, seed: i, logit_bias: noEos }),
+    );
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(6);
+    const solo = await new Engine({ models: [await llamaDtypesDir()], loadOptions: () => ({ dtype: "q8" }) }).generate({
+      prompt: "Hello there",
+      max_tokens: 3,
+      temperature: 0,
+    });
+    for (let probe = 0; probe < 4; probe++) {
+      // Somewhere inside a step, a different place each time.
+      await new Promise((r) => setTimeout(r, 3 + probe * 7));
+      const submittedAt = m.stats.forwardCalls;
+      let firstTokenAt = -1;
+      let text = "";
+      for await (const e of await engine.start({ prompt: "Hello there", max_tokens: 3, temperature: 0 }))
+        if (e.type === "delta") {
+          if (firstTokenAt < 0) firstTokenAt = m.stats.forwardCalls;
+          text += e.text;
+        }
+      // The pass in progress, then its prompt's pass (waiting for the step's 6 passes, and the
+      // next step when decoding came first, took up to 12).
+      expect(firstTokenAt - submittedAt).toBeLessThanOrEqual(2);
+      expect(text).toBe(solo.choices[0].text);
+    }
+    for (const r of running) expect((await r).usage.completion_tokens).toBe(400);
   });
 });
 

@@ -337,7 +337,24 @@ export class Scheduler {
     this.lastStep = "decode";
     this.stepStart = performance.now();
     const rows = this.rows;
-    const logits = await this.batch!.step(rows.map((r) => r.seq.pendingToken));
+    // A step of several passes (exact-length: one per row length) lets one prefill chunk in
+    // between them, so a request arriving mid-step need not wait for all of them; then the next
+    // iteration decodes (one chunk per step, as when they alternate).
+    let prefilled = false;
+    const between = async () => {
+      if (prefilled) return;
+      this.admit();
+      if (!this.prefilling) return;
+      prefilled = true;
+      const stepStart = this.stepStart;
+      await this.prefillStep(this.prefilling);
+      [this.lastStep, this.stepStart] = ["decode", stepStart];
+    };
+    const logits = await this.batch!.step(
+      rows.map((r) => r.seq.pendingToken),
+      between,
+    );
+    if (prefilled) this.preferPrefill = true; // the loop flips it: decode next
     const touched = new Set<GenerationJob>();
     // In join order (slots are not), so each request's events come in the order they always did.
     const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);

@@ -74,10 +74,11 @@ export class ExactLengthBatch implements DecodeBatch {
     return kvTensor(kv.type, out, [sources.length, kv.heads, length, kv.headDim]);
   }
 
-  async step(tokens: readonly number[]): Promise<Float32Array[]> {
+  async step(tokens: readonly number[], between?: () => Promise<void>): Promise<Float32Array[]> {
     const { kv } = this.io.sig;
     const out: Float32Array[] = new Array(this.count);
-    for (const g of this.groups) {
+    for (const [i, g] of this.groups.entries()) {
+      if (i > 0 && between) await between();
       const n = g.rows.length;
       const fetches: Record<string, OrtTensor | null> = { logits: null };
       for (const e of kv.entries) fetches[e.present] = null;

@@ -25,8 +25,12 @@ export interface DecodeBatch {
    * rows in place needs to move only the rows whose index changes.
    */
   reshape(keep: readonly number[], joiners: readonly PrefillState[]): void;
-  /** Feeds tokens[i] to row i; returns each row's next-token logits (valid until the next step). */
-  step(tokens: readonly number[]): Promise<Float32Array[]>;
+  /**
+   * Feeds tokens[i] to row i; returns each row's next-token logits (valid until the next step). A
+   * layout that runs a step as several passes awaits `between` between them (the scheduler may
+   * run a prefill there; membership does not change until the next reshape).
+   */
+  step(tokens: readonly number[], between?: () => Promise<void>): Promise<Float32Array[]>;
 }
 
 export interface ModelRunner {
