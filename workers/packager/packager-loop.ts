@@ -5,6 +5,7 @@ import type { DbOrTx } from "@/lib/db/client";
 import { claimDataset, failDataset, releaseDataset, type DatasetJob } from "@/lib/services/dataset-jobs";
 import { LeaseLost, PackagingError } from "./errors";
 import { packageDataset } from "./package-dataset";
+import { sweepParquetScratch } from "./parquet-file";
 import { logger } from "@/lib/observe/log";
 
 export type PackagerOptions = {
@@ -33,7 +34,9 @@ export function startPackager(o: PackagerOptions): { stop: () => Promise<void> }
   const shutdown = new AbortController();
   const sweep = async () => {
     // Temporary files of killed writers (a live writer touches its file continuously).
-    if (o.blobs instanceof LocalBlobStore) await o.blobs.sweepTemporary(Math.max(60, 4 * o.leaseSeconds) * 1000);
+    const olderThanMs = Math.max(60, 4 * o.leaseSeconds) * 1000;
+    if (o.blobs instanceof LocalBlobStore) await o.blobs.sweepTemporary(olderThanMs);
+    await sweepParquetScratch(o.scratchDir, olderThanMs);
   };
 
   const runJob = async (job: DatasetJob) => {

@@ -1,9 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
 import { afterAll, describe, expect, it } from "vitest";
-import { ParquetFile } from "./parquet-file";
+import { ParquetFile, sweepParquetScratch } from "./parquet-file";
 
 const root = mkdtempSync(path.join(os.tmpdir(), "lmp-parquet-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -76,6 +76,38 @@ describe("ParquetFile", () => {
     await expect(file.finish(abort.signal)).rejects.toThrow("shutting down");
     file.remove();
     expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it("sweeps the scratch folders of dead writers only", async () => {
+    const scratch = scratchDir();
+    const live = new ParquetFile(scratch);
+    await live.write(Buffer.from(JSON.stringify(record(1)) + "\n"));
+    const dead = path.join(scratch, "parquet-dead");
+    mkdirSync(path.join(dead, "spill"), { recursive: true });
+    writeFileSync(path.join(dead, "rows.jsonl"), "{}\n");
+    writeFileSync(path.join(dead, "spill", "x.block"), "");
+    const old = new Date(Date.now() - 120_000);
+    for (const p of [
+      path.join(dead, "spill", "x.block"),
+      path.join(dead, "spill"),
+      path.join(dead, "rows.jsonl"),
+      dead,
+    ])
+      utimesSync(p, old, old);
+    writeFileSync(path.join(scratch, "other-file"), "not ours");
+    await sweepParquetScratch(scratch, 60_000);
+    const left = readdirSync(scratch);
+    expect(left).toHaveLength(2);
+    expect(left).toContain("other-file");
+    expect(left.filter((n) => n.startsWith("parquet-") && n !== "parquet-dead")).toHaveLength(1);
+    // The live writer's file is still there and converts.
+    const at = await live.finish(new AbortController().signal);
+    const buffer = readFileSync(at);
+    const rows = await parquetReadObjects({
+      file: buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength),
+    });
+    expect(rows.map((r) => r.id)).toEqual(["smp_1"]);
+    live.remove();
   });
 
   it("fails on a line that is not a record, with DuckDB's reason", async () => {

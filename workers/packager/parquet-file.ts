@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { createWriteStream, mkdirSync, rmSync, type WriteStream } from "node:fs";
+import { readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { finished } from "node:stream/promises";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
@@ -43,6 +44,7 @@ export class ParquetFile {
   private readonly lines: WriteStream;
 
   constructor(scratchDir: string) {
+    // sweepParquetScratch knows these folders by their prefix.
     this.dir = path.join(scratchDir, `parquet-${randomUUID()}`);
     mkdirSync(this.dir, { recursive: true });
     this.lines = createWriteStream(path.join(this.dir, "rows.jsonl"), { highWaterMark: 1024 * 1024 });
@@ -95,6 +97,29 @@ export class ParquetFile {
   remove(): void {
     this.lines.destroy();
     rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Removes the scratch folders of Parquet files whose writer died (a killed worker): those in
+ * which nothing was written for `olderThanMs` (a live one writes its lines, then its Parquet file,
+ * continuously).
+ */
+export async function sweepParquetScratch(scratchDir: string, olderThanMs: number): Promise<void> {
+  const cutoff = Date.now() - olderThanMs;
+  const names = await readdir(scratchDir).catch(() => [] as string[]);
+  for (const name of names.filter((n) => n.startsWith("parquet-"))) {
+    const dir = path.join(scratchDir, name);
+    const entries = await readdir(dir, { recursive: true }).catch(() => [] as string[]);
+    const times = await Promise.all(
+      ["", ...entries].map((e) =>
+        stat(path.join(dir, e)).then(
+          (s) => s.mtimeMs,
+          () => 0,
+        ),
+      ),
+    );
+    if (Math.max(...times) < cutoff) await rm(dir, { recursive: true, force: true });
   }
 }
 
