@@ -4,6 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import os from "node:os";
 import path from "node:path";
 import { eq, sql } from "drizzle-orm";
+import { parquetReadObjects } from "hyparquet";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { S3BlobStore } from "@/lib/blob";
 import { connect, type DbHandle } from "@/lib/db/client";
@@ -100,7 +101,7 @@ const parse = (text: string) =>
     .trimEnd()
     .split("\n")
     .map((l) => JSON.parse(l) as unknown);
-const sha256 = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+const sha256 = (data: string | Buffer) => `sha256:${createHash("sha256").update(data).digest("hex")}`;
 
 describe("dataset packaging by worker processes", () => {
   it("takes over a job from a worker killed mid-file once its lease expires; never READY with a partial file", async () => {
@@ -209,17 +210,43 @@ describe("dataset packaging by worker processes", () => {
         name: "to-s3",
         selection: { limit: 100, offset: 10 },
       });
-      await worker(s3.env);
-      const ready = await waitFor(async () => {
-        const r = await row(d.id);
-        return r.status === "READY" ? r : undefined;
+      // Parquet too: its upload starts only once DuckDB has written the file.
+      const pq = await createDataset(handle.db, {
+        teamId,
+        pipelineId,
+        name: "to-s3-parquet",
+        selection: { limit: 100, offset: 10 },
+        options: { format: "parquet", compression: "none", dedupe: false },
       });
+      await worker(s3.env);
+      const [ready, readyParquet] = await Promise.all(
+        [d.id, pq.id].map((id) =>
+          waitFor(async () => {
+            const r = await row(id);
+            return r.status === "READY" ? r : undefined;
+          }),
+        ),
+      );
       expect(ready.blobKey).toMatch(new RegExp(`^datasets/${d.id}/[0-9a-f-]{36}/to-s3\\.jsonl$`));
       const store = new S3BlobStore(s3.options);
       const { url } = await datasetDownload(handle.db, store, { teamId, id: d.id, ttlSeconds: 60 });
       const text = await (await fetch(url)).text();
       expect(parse(text)).toEqual(lines.slice(10, 110));
       expect(ready.checksum).toBe(sha256(text));
+      const parquetUrl = (await datasetDownload(handle.db, store, { teamId, id: pq.id, ttlSeconds: 60 })).url;
+      const bytes = await (await fetch(parquetUrl)).arrayBuffer();
+      expect(readyParquet.checksum).toBe(sha256(Buffer.from(bytes)));
+      const rows = await parquetReadObjects({ file: bytes });
+      expect(rows.map((r) => ({ messages: r.messages }))).toEqual(
+        lines.slice(10, 110).map((l) => ({
+          messages: (l as { messages: object[] }).messages.map((m) => ({
+            ...m,
+            name: null,
+            tool_call_id: null,
+            tool_calls: null,
+          })),
+        })),
+      );
       await deleteDataset(handle.db, store, { teamId, id: d.id });
       expect((await fetch(url)).status).toBe(404);
       store.client.destroy();
