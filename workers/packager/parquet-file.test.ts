@@ -67,6 +67,26 @@ describe("ParquetFile", () => {
     expect(readdirSync(scratch)).toEqual([]);
   });
 
+  it("writes an empty selection as a valid file with no rows, and creates nothing before it is used", async () => {
+    const scratch = scratchDir();
+    const file = new ParquetFile(scratch);
+    expect(readdirSync(scratch)).toEqual([]);
+    const buffer = readFileSync(await file.finish(new AbortController().signal));
+    const bytes = buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength);
+    expect(Number(parquetMetadata(bytes).num_rows)).toBe(0);
+    expect(await parquetReadObjects({ file: bytes })).toEqual([]);
+    file.remove();
+    expect(readdirSync(scratch)).toEqual([]);
+  });
+
+  it("fails on its first write, not when made, where the scratch folder cannot be created", async () => {
+    const blocked = path.join(scratchDir(), "a-file");
+    writeFileSync(blocked, "");
+    const file = new ParquetFile(blocked); // a file where its folder's parent should be
+    await expect(file.write(Buffer.from("{}\n"))).rejects.toThrow(/ENOTDIR|EEXIST/);
+    file.remove();
+  });
+
   it("stops converting when aborted, and leaves nothing behind once removed", async () => {
     const scratch = scratchDir();
     const file = new ParquetFile(scratch);

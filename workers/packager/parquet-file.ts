@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
-import { createWriteStream, mkdirSync, rmSync, type WriteStream } from "node:fs";
-import { readdir, rm, stat } from "node:fs/promises";
+import { createWriteStream, rmSync, type WriteStream } from "node:fs";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { finished } from "node:stream/promises";
 import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
@@ -41,28 +41,43 @@ const DUCKDB_MEMORY = "96MB";
  */
 export class ParquetFile {
   private readonly dir: string;
-  private readonly lines: WriteStream;
+  private lines: Promise<WriteStream> | undefined;
+  private removed = false;
 
+  /** Nothing is created before the first write or finish(), so a failure shows there. */
   constructor(scratchDir: string) {
     // sweepParquetScratch knows these folders by their prefix.
     this.dir = path.join(scratchDir, `parquet-${randomUUID()}`);
-    mkdirSync(this.dir, { recursive: true });
-    this.lines = createWriteStream(path.join(this.dir, "rows.jsonl"), { highWaterMark: 1024 * 1024 });
-    // A failed write (disk full) surfaces through write() and finish(), not as an unhandled 'error'.
-    this.lines.on("error", () => {});
   }
 
   /** Whole JSON lines (each ending with a newline); waits while the disk is behind. */
   async write(chunk: Buffer): Promise<void> {
-    if (this.lines.errored) throw this.lines.errored;
+    const lines = await this.open();
+    if (lines.errored) throw lines.errored;
     // once() rejects if the stream fails meanwhile.
-    if (!this.lines.write(chunk)) await once(this.lines, "drain");
+    if (!lines.write(chunk)) await once(lines, "drain");
+  }
+
+  private open(): Promise<WriteStream> {
+    this.lines ??= mkdir(this.dir, { recursive: true }).then(async () => {
+      if (this.removed) {
+        // remove() ran while the folder was being made: it is gone again, with nothing in it.
+        await rm(this.dir, { recursive: true, force: true });
+        throw new Error("the Parquet file was removed");
+      }
+      const lines = createWriteStream(path.join(this.dir, "rows.jsonl"), { highWaterMark: 1024 * 1024 });
+      // A failed write (disk full) surfaces through write() and finish(), not as an unhandled 'error'.
+      lines.on("error", () => {});
+      return lines;
+    });
+    return this.lines;
   }
 
   /** Converts the lines written so far; resolves to the Parquet file's path. */
   async finish(signal: AbortSignal): Promise<string> {
-    this.lines.end();
-    await finished(this.lines);
+    const lines = await this.open();
+    lines.end();
+    await finished(lines);
     const source = path.join(this.dir, "rows.jsonl");
     const target = path.join(this.dir, "rows.parquet");
     const instance = await DuckDBInstance.create(":memory:", {
@@ -93,10 +108,19 @@ export class ParquetFile {
     return target;
   }
 
-  /** Removes the scratch files (after finish(), or after a failure). */
+  /** Removes the scratch files (after finish(), or after a failure); never throws. */
   remove(): void {
-    this.lines.destroy();
-    rmSync(this.dir, { recursive: true, force: true });
+    this.removed = true;
+    void this.lines?.then(
+      (lines) => lines.destroy(),
+      () => {},
+    );
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+    } catch {
+      // Nothing was made there (its parent is not a folder): nothing to remove. It runs on the
+      // failure path too, where it must not replace the error that got there.
+    }
   }
 }
 
