@@ -71,7 +71,7 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
         <div className="space-y-4 text-sm">
           <input
             type="file"
-            accept=".jsonl,.ndjson,application/x-ndjson"
+            accept=".jsonl,.ndjson,.gz,application/x-ndjson,application/gzip"
             aria-label="JSONL file"
             disabled={uploaded !== null || importId !== null}
             onChange={(e) => setFile(e.currentTarget.files?.[0] ?? null)}

@@ -113,11 +113,12 @@ export const hostedApi: Record<string, Partial<Record<"get" | "post" | "patch" |
   "/v1/pipelines/{id}/import": {
     post: {
       summary: "Import a JSONL file",
-      description: "One add body per line, streamed into the blob store; a worker stores the lines.",
+      description:
+        "One add body per line, streamed into the blob store; a worker stores the lines. The file may be gzipped (recognised by its first bytes, with or without Content-Encoding: gzip).",
       tags: ["Imports"],
       auth: "api",
       path: pipelineId,
-      body: z.string().meta({ description: "JSON Lines: one add body per line" }),
+      body: z.string().meta({ description: "JSON Lines: one add body per line (or the same, gzipped)" }),
       bodyType: "application/x-ndjson",
       status: 202,
       success: "The import, PROCESSING",

@@ -1,9 +1,11 @@
+import { Readable } from "node:stream";
+import { createGunzip } from "node:zlib";
 import { and, eq } from "drizzle-orm";
 import type { BlobStore } from "../blob";
 import type { ImportDto } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { imports, type Import } from "../db/schema";
-import { notFound, payloadTooLarge } from "../errors";
+import { ApiError, invalidRequest, notFound, payloadTooLarge } from "../errors";
 import { newId } from "../ids";
 
 /**
@@ -33,7 +35,9 @@ export function toImportDto(row: Import): ImportDto {
 
 /**
  * Stores the uploaded body (413 past `maxBytes`, leaving nothing behind) and creates the import.
- * The pipeline must be the caller's (checked by the route before the body is read).
+ * A gzipped body (a `.jsonl.gz` file, or `Content-Encoding: gzip`) is stored decompressed, and
+ * `maxBytes` counts what it decompresses to. The pipeline must be the caller's (checked by the
+ * route before the body is read).
  */
 export async function createImport(
   db: DbOrTx,
@@ -44,7 +48,7 @@ export async function createImport(
   const key = `${importBlobPrefix(id)}upload.jsonl`;
   let bytes = 0;
   async function* counted(): AsyncGenerator<Uint8Array> {
-    for await (const chunk of input.body) {
+    for await (const chunk of gunzipped(input.body)) {
       bytes += chunk.byteLength;
       if (bytes > input.maxBytes) throw payloadTooLarge(input.maxBytes);
       yield chunk;
@@ -71,4 +75,43 @@ export async function getImport(db: DbOrTx, input: { teamId: string; id: string 
     .where(and(eq(imports.id, input.id), eq(imports.teamId, input.teamId)));
   if (!row) throw notFound(`No import with id '${input.id}'.`, "id");
   return row;
+}
+
+/**
+ * The body as it is, or decompressed when it starts with gzip's magic bytes (1f 8b): JSON Lines
+ * never does (0x1f is a control character, not the start of any JSON value or blank line).
+ * A body that starts so but is not valid gzip is a 400.
+ */
+async function* gunzipped(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const it = body[Symbol.asyncIterator]();
+  let head = Buffer.alloc(0);
+  let done = false;
+  while (head.length < 2 && !done) {
+    const next = await it.next();
+    if (next.done) done = true;
+    else head = Buffer.concat([head, next.value]);
+  }
+  async function* all(): AsyncGenerator<Uint8Array> {
+    if (head.length > 0) yield head;
+    if (!done) for (let next = await it.next(); !next.done; next = await it.next()) yield next.value;
+  }
+  if (head[0] !== 0x1f || head[1] !== 0x8b) {
+    yield* all();
+    return;
+  }
+  const gunzip = createGunzip();
+  const source = Readable.from(all());
+  source.on("error", (err) => gunzip.destroy(err));
+  source.pipe(gunzip);
+  try {
+    for await (const chunk of gunzip) yield chunk as Buffer;
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    const code = (err as { code?: string }).code;
+    if (code?.startsWith("Z_"))
+      throw invalidRequest(`The body starts as gzip but does not decompress: ${(err as Error).message}.`, "body");
+    throw err;
+  } finally {
+    source.destroy();
+  }
 }

@@ -2,6 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { gzipSync } from "node:zlib";
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { connect, type DbHandle } from "@/lib/db/client";
@@ -149,6 +150,15 @@ describe("imports by worker processes", () => {
     // The app answers 413 mid-upload and discards the rest (within bounds): the client sees the
     // answer, not a reset connection.
     expect(chunked.status).toBe(413);
+    // Gzipped, the limit counts what the body decompresses to (about 70 kB here).
+    const gzipped = gzipSync(text);
+    expect(gzipped.length).toBeLessThan(3_200_000);
+    const zipped = await fetch(`${app.url}/v1/pipelines/${pipeline}/import`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, ...NDJSON },
+      body: new Uint8Array(gzipped),
+    });
+    expect(zipped.status).toBe(413);
     expect((await handle.db.select().from(imports)).filter((i) => i.pipelineId === pipeline)).toEqual([]);
   });
 });

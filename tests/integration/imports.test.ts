@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { ImportSchema } from "@/lib/contracts/imports";
 import { baseUrl, client, makeTeam } from "../helpers/context";
@@ -78,6 +79,40 @@ describe("imports", () => {
       [6, "invalid_request", "messages[0].content"],
     ]);
     expect(await count()).toBe(2);
+  });
+
+  it("takes a gzipped file, labelled Content-Encoding: gzip or not, and stores it decompressed", async () => {
+    const { key, api, pipeline, count } = await setup();
+    const { text, refused } = jsonl(5_000, 499);
+    const post = (body: Buffer, headers: Record<string, string> = {}) =>
+      fetch(`${baseUrl}/v1/pipelines/${pipeline}/import`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, ...NDJSON, ...headers },
+        body: new Uint8Array(body),
+      });
+    for (const headers of [{}, { "content-encoding": "gzip" }] as Record<string, string>[]) {
+      const created = await post(gzipSync(text), headers);
+      expect(created.status).toBe(202);
+      const { done } = await waitForImport(api, ((await created.json()) as { id: string }).id);
+      expect(done).toMatchObject({
+        status: "READY",
+        bytes: Buffer.byteLength(text),
+        linesRead: 5_000,
+        imported: 5_000 - refused.length,
+        refused: refused.length,
+      });
+      expect(done.refusals.map((r) => r.line)).toEqual(refused);
+    }
+    expect(await count()).toBe(2 * (5_000 - refused.length));
+    // Not gzip after all, or another encoding: 400, nothing stored.
+    const broken = Buffer.concat([gzipSync(text).subarray(0, 200), Buffer.from("not the rest")]);
+    const bad = await post(broken);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("body");
+    const br = await post(Buffer.from(text), { "content-encoding": "br" });
+    expect(br.status).toBe(400);
+    expect(((await br.json()) as { error: { param: string } }).error.param).toBe("Content-Encoding");
+    expect(await count()).toBe(2 * (5_000 - refused.length));
   });
 
   it("refuses other content types and unknown or other teams' pipelines before reading the body", async () => {

@@ -22,6 +22,14 @@ export default nodeApiRoute({ method: "POST", status: 202 }, async ({ req, handl
       "Content-Type",
     );
   }
+  // gzip is recognised by its first bytes (lib/services/imports.ts), labelled or not.
+  const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
+  if (encoding && encoding !== "gzip" && encoding !== "identity") {
+    throw invalidRequest(
+      `An import's body may be gzipped (Content-Encoding: gzip), not '${encoding}'.`,
+      "Content-Encoding",
+    );
+  }
   const max = env().IMPORT_MAX_BYTES;
   if (Number(req.headers["content-length"] ?? 0) > max) throw payloadTooLarge(max);
   const row = await createImport(handle.db, blobStore(), {
