@@ -21,9 +21,3 @@ export function rowSplitter(): (chunk: Buffer) => CopyRows {
     return { data, bounds };
   };
 }
-
-/** Where a row's first field ends (the row's end when it has one field). */
-export function firstFieldEnd(data: Buffer, start: number, end: number): number {
-  const tab = data.indexOf(0x09, start);
-  return tab === -1 || tab > end ? end : tab;
-}

@@ -1,6 +1,6 @@
 import type { DatasetOptions, DatasetStats, InvalidReason, SplitName } from "@/lib/contracts/dataset-options";
 import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
-import { firstFieldEnd, rowSplitter } from "./copy-rows";
+import { rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
 import { PackagingError } from "./errors";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
@@ -53,8 +53,9 @@ export async function packageRows(
       signal.throwIfAborted();
       const start = bounds[r]!;
       const end = bounds[r + 1]!;
-      // The first field is the line (JSONL's, or the Parquet record's): both have the messages.
-      const lineEnd = firstFieldEnd(data, start, end);
+      // The line (JSONL's, or the Parquet record's: both have the messages), then with a split
+      // the side Postgres computed as one more field, `\t0` or `\t1` (splitSideSql: 1 validation).
+      const lineEnd = o.split ? end - 2 : end;
       const messages: Message[] | undefined = parse
         ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
         : undefined;
@@ -75,7 +76,6 @@ export async function packageRows(
         continue;
       }
       if (tokens !== undefined) tally!.add(tokens);
-      // With a split the COPY's last field is the side Postgres computed (splitSideSql: 1 validation).
       const side: SplitName | null = o.split ? (data[end - 1] === 0x31 ? "validation" : "train") : null;
       if (side) splits[side]++;
       included++;

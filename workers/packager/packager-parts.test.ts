@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { LocalBlobStore } from "@/lib/blob";
 import { DatasetOutput } from "./dataset-output";
 import { prefixUpperBound } from "@/lib/services/selection-query";
-import { firstFieldEnd, rowSplitter } from "./copy-rows";
+import { rowSplitter } from "./copy-rows";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { niceBinWidth, TokenTally } from "./token-stats";
 
@@ -123,15 +123,6 @@ describe("COPY rows", () => {
         ['{"b": "é"}', "id2", "6"],
       ]);
     }
-  });
-});
-
-describe("COPY rows", () => {
-  it("finds a row's first field without reading past the row", () => {
-    const data = Buffer.from("a\tb\ncde\nf\tg");
-    expect(firstFieldEnd(data, 0, 3)).toBe(1);
-    expect(firstFieldEnd(data, 4, 7)).toBe(7); // the next row's tab is not this row's
-    expect(firstFieldEnd(data, 8, 11)).toBe(9);
   });
 });
 
