@@ -5,7 +5,7 @@ import type { BlobStore } from "../blob";
 import type { ImportDto } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { imports, type Import } from "../db/schema";
-import { ApiError, invalidRequest, notFound, payloadTooLarge } from "../errors";
+import { invalidRequest, notFound, payloadTooLarge } from "../errors";
 import { newId } from "../ids";
 
 /**
@@ -106,7 +106,6 @@ async function* gunzipped(body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8
   try {
     for await (const chunk of gunzip) yield chunk as Buffer;
   } catch (err) {
-    if (err instanceof ApiError) throw err;
     const code = (err as { code?: string }).code;
     if (code?.startsWith("Z_"))
       throw invalidRequest(`The body starts as gzip but does not decompress: ${(err as Error).message}.`, "body");

@@ -346,9 +346,11 @@ export class Scheduler {
       this.admit();
       if (!this.prefilling) return;
       prefilled = true;
+      // prefillStep marks itself in the trace fields; this is still the decode step's pass.
       const stepStart = this.stepStart;
       await this.prefillStep(this.prefilling);
-      [this.lastStep, this.stepStart] = ["decode", stepStart];
+      this.lastStep = "decode";
+      this.stepStart = stepStart;
     };
     const logits = await this.batch!.step(
       rows.map((r) => r.seq.pendingToken),

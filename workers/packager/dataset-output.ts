@@ -71,19 +71,20 @@ export class DatasetOutput {
   add(data: Buffer, start: number, end: number): Promise<void> | undefined {
     this.samples++;
     if (this.batchBytes + (end - start) + 1 > this.batch.length) return this.addAfterFlush(data, start, end);
-    this.batchBytes += data.copy(this.batch, this.batchBytes, start, end);
-    this.batch[this.batchBytes++] = 0x0a;
+    this.append(data, start, end);
     return undefined;
   }
 
   private async addAfterFlush(data: Buffer, start: number, end: number): Promise<void> {
     await this.flushBatch();
-    if (end - start + 1 > this.batch.length) {
-      // A line longer than a batch goes out on its own.
-      await this.write(Buffer.concat([data.subarray(start, end), NEWLINE]));
-      return;
-    }
-    this.batchBytes += data.copy(this.batch, 0, start, end);
+    // A line longer than a batch goes out on its own.
+    if (end - start + 1 > this.batch.length) await this.write(Buffer.concat([data.subarray(start, end), NEWLINE]));
+    else this.append(data, start, end);
+  }
+
+  /** Copies a line and its newline into the batch, which has room for them. */
+  private append(data: Buffer, start: number, end: number): void {
+    this.batchBytes += data.copy(this.batch, this.batchBytes, start, end);
     this.batch[this.batchBytes++] = 0x0a;
   }
 

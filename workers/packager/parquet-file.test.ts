@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { parquetMetadata, parquetReadObjects } from "hyparquet";
+import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from "hyparquet";
 import { afterAll, describe, expect, it } from "vitest";
 import { ParquetFile, sweepParquetScratch } from "./parquet-file";
 
@@ -35,10 +35,9 @@ describe("ParquetFile", () => {
     const text = Buffer.from(Array.from({ length: total }, (_, i) => JSON.stringify(record(i)) + "\n").join(""));
     for (let at = 0; at < text.length; at += 70_001) await file.write(text.subarray(at, at + 70_001));
     const at = await file.finish(new AbortController().signal);
-    const buffer = readFileSync(at);
-    const bytes = buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength);
+    const bytes = await asyncBufferFromFile(at);
     // Groups of about 10,000 rows (DuckDB rounds to its vectors of 2,048): memory holds about one at a time.
-    const groups = parquetMetadata(bytes).row_groups.map((g) => Number(g.num_rows));
+    const groups = (await parquetMetadataAsync(bytes)).row_groups.map((g) => Number(g.num_rows));
     expect(groups.length).toBeGreaterThanOrEqual(4);
     for (const n of groups) expect(n).toBeLessThanOrEqual(10_240);
     const rows = await parquetReadObjects({
@@ -71,9 +70,8 @@ describe("ParquetFile", () => {
     const scratch = scratchDir();
     const file = new ParquetFile(scratch);
     expect(readdirSync(scratch)).toEqual([]);
-    const buffer = readFileSync(await file.finish(new AbortController().signal));
-    const bytes = buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength);
-    expect(Number(parquetMetadata(bytes).num_rows)).toBe(0);
+    const bytes = await asyncBufferFromFile(await file.finish(new AbortController().signal));
+    expect(Number((await parquetMetadataAsync(bytes)).num_rows)).toBe(0);
     expect(await parquetReadObjects({ file: bytes })).toEqual([]);
     file.remove();
     expect(readdirSync(scratch)).toEqual([]);
@@ -122,9 +120,8 @@ describe("ParquetFile", () => {
     expect(left.filter((n) => n.startsWith("parquet-") && n !== "parquet-dead")).toHaveLength(1);
     // The live writer's file is still there and converts.
     const at = await live.finish(new AbortController().signal);
-    const buffer = readFileSync(at);
     const rows = await parquetReadObjects({
-      file: buffer.buffer.slice(buffer.byteOffset, buffer.byteOffset + buffer.byteLength),
+      file: await asyncBufferFromFile(at),
     });
     expect(rows.map((r) => r.id)).toEqual(["smp_1"]);
     live.remove();
