@@ -1,7 +1,7 @@
 // Distribution and exact tests of the sampler on synthetic logits (fixed seeds).
 import { describe, expect, it } from "vitest";
 import { createPrng } from "./prng";
-import { processLogits, sampleToken, type SamplingParams } from "./sampler";
+import { expBelow, processLogits, sampleToken, type SamplingParams } from "./sampler";
 
 const base: SamplingParams = { temperature: 1, topP: 1, tfs: 1, repetitionPenalty: 1, bias: new Map() };
 const logits = Float32Array.from([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0]);
@@ -180,5 +180,103 @@ describe("greedy choice with bias, bans and the repetition penalty", () => {
       expect(sampleToken(raw, params, ctx).id).toBe(want);
       expect(raw).toEqual(copy);
     }
+  });
+});
+
+describe("truncation over a real-sized vocabulary", () => {
+  // What top_k / top_p kept before the histogram: the whole vocabulary sorted (ties: lower id
+  // first), Math.exp, top_k renormalized, then the smallest prefix reaching top_p.
+  function referenceNucleus(l: Float32Array, p: SamplingParams): { ids: number[]; probs: number[] } {
+    const max = Math.max(...l.filter((v) => v !== -Infinity));
+    let ids = Array.from(l.keys())
+      .filter((i) => l[i] !== -Infinity)
+      .sort((a, b) => l[b] - l[a] || a - b);
+    const norm = (xs: number[]) => {
+      const e = xs.map((i) => Math.exp(l[i] - max));
+      const s = e.reduce((a, b) => a + b, 0);
+      return e.map((v) => v / s);
+    };
+    if (p.topK !== undefined) ids = ids.slice(0, p.topK);
+    let probs = norm(ids);
+    if (p.topP < 1) {
+      let cum = 0;
+      let keep = 0;
+      while (keep < ids.length && (keep === 0 || cum < p.topP)) cum += probs[keep++];
+      ids = ids.slice(0, keep);
+      probs = norm(ids);
+    }
+    return { ids, probs };
+  }
+  function referenceDraw({ ids, probs }: { ids: number[]; probs: number[] }, u: number): number {
+    for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return ids[i];
+    return ids[ids.length - 1];
+  }
+
+  /** 50k logits as a model gives them: a bell-shaped bulk, a few strong tokens, ties, bans, extremes. */
+  function vocabulary(seed: number): Float32Array {
+    const prng = createPrng(seed);
+    const l = Float32Array.from({ length: 50_000 }, () => {
+      let g = 0;
+      for (let k = 0; k < 6; k++) g += prng.next();
+      return Math.round((g - 3) * 40) / 16; // quantized: many exact ties
+    });
+    for (let i = 0; i < 30; i++) l[Math.floor(prng.next() * l.length)] += 4 + prng.next() * 6;
+    for (let i = 0; i < 100; i++) l[Math.floor(prng.next() * l.length)] = -Infinity;
+    l[7] = -1e30;
+    l[8] = -3e38;
+    return l;
+  }
+
+  const cases: [string, Partial<SamplingParams>][] = [
+    ["top_p 0.9", { topP: 0.9 }],
+    ["top_p 0.8, temperature 1.5", { topP: 0.8, temperature: 1.5 }],
+    ["top_p 0.999, temperature 2", { topP: 0.999, temperature: 2 }],
+    ["top_k 40", { topK: 40 }],
+    ["top_k 1000", { topK: 1000 }],
+    ["top_k 50 and top_p 0.95", { topK: 50, topP: 0.95 }],
+  ];
+  for (const [name, params] of cases) {
+    it(`${name}: every draw is the full sort's`, () => {
+      for (const seed of [1, 2]) {
+        const raw = vocabulary(seed);
+        const p = { ...base, ...params };
+        const scaled = processLogits(raw, p, { prng: createPrng(0), seen: [], banned: [], fallbackToken: 0 });
+        const nucleus = referenceNucleus(scaled, p);
+        const ours = createPrng(seed + 10);
+        const theirs = createPrng(seed + 10);
+        const drawn = new Set<number>();
+        for (let i = 0; i < 150; i++) {
+          const id = sampleToken(raw, p, { prng: ours, seen: [], banned: [], fallbackToken: 0 }).id;
+          expect(id).toBe(referenceDraw(nucleus, theirs.next()));
+          drawn.add(id);
+        }
+        expect(drawn.size).toBeGreaterThan(1); // the cases draw from more than one token
+      }
+    });
+  }
+
+  it("top_k keeps the lower ids among tokens tied at the cut", () => {
+    const l = new Float32Array(40_000).fill(0);
+    l[30_000] = 1;
+    const seen = new Set<number>();
+    const prng = createPrng(5);
+    for (let i = 0; i < 2000; i++)
+      seen.add(sampleToken(l, { ...base, topK: 4 }, { prng, seen: [], banned: [], fallbackToken: 0 }).id);
+    expect([...seen].sort((a, b) => a - b)).toEqual([0, 1, 2, 30_000]);
+  });
+});
+
+describe("expBelow", () => {
+  it("is Math.exp within 2e-8 over the whole range below zero, exactly 1 at 0, 0 at −∞", () => {
+    let worst = 0;
+    for (let x = -745; x <= 0; x += 0.0137) {
+      const want = Math.exp(x);
+      if (want > 1e-300) worst = Math.max(worst, Math.abs(expBelow(x) / want - 1));
+    }
+    expect(worst).toBeLessThan(2e-8);
+    expect(expBelow(0)).toBe(1);
+    expect(expBelow(-Infinity)).toBe(0);
+    expect(expBelow(-1e6)).toBe(0);
+    expect(expBelow(-700)).toBeGreaterThan(0);
   });
 });
