@@ -67,6 +67,8 @@ const EnvSchema = z.object({
   UPSTREAM_AVOID_MS: positiveInt.default(10_000),
   /** How often counted usage is written to the database (lib/services/usage.ts). */
   USAGE_FLUSH_MS: positiveInt.default(2_000),
+  /** How long a stopping app waits for writes still in memory: usage, captures (lib/observe/stop-drain.ts). */
+  STOP_DRAIN_MS: positiveInt.default(10_000),
   /** Logs: level, and `json` to keep JSON lines on a terminal (lib/observe/log.ts). */
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   LOG_FORMAT: z.enum(["pretty", "json"]).optional(),

@@ -13,6 +13,7 @@ import { rawSql } from "../db/raw";
 import { ApiError, fromZodError, invalidRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import { logger } from "../observe/log";
+import { drainOnStop } from "../observe/stop-drain";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { storeSamples, type SampleToStore } from "./samples";
 
@@ -220,12 +221,14 @@ const holder = globalThis as unknown as { __lmpCapture?: Holder };
 const state: Holder = (holder.__lmpCapture ??= { pending: new Set(), pendingRows: 0 });
 
 /**
- * The process may stop with writes still under way (the shutdown does not wait for them): those
- * samples are lost, so the exit says how many, on the log, rather than nothing.
+ * A stop (SIGTERM, SIGINT) waits for the writes under way (../observe/stop-drain.ts). A process
+ * that exits otherwise, or whose writes outlast the drain, loses them: the exit says how many,
+ * on the log, rather than nothing.
  */
 function watchExit() {
   if (state.exitHook) return;
   state.exitHook = true;
+  drainOnStop("capture", settleCaptures);
   process.once("exit", () => {
     if (state.pendingRows > 0)
       logger().error(

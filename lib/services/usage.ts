@@ -3,6 +3,7 @@ import type { DbOrTx } from "../db/client";
 import { env } from "../env";
 import type { UsageDashboard } from "../contracts/usage";
 import { logger } from "../observe/log";
+import { drainOnStop } from "../observe/stop-drain";
 
 /**
  * Usage accounting: every completion counts its prompt and completion tokens (and, streamed, its
@@ -69,7 +70,10 @@ export function recordUsage(db: DbOrTx, u: CompletionUsage): void {
     row.ttft_histogram[bucket < 0 ? USAGE_TTFT_BOUNDS_MS.length : bucket]!++;
   }
   recorder.db = db;
-  recorder.timer ??= setTimeout(() => void flushUsage(), env().USAGE_FLUSH_MS).unref();
+  if (!recorder.timer) {
+    recorder.timer = setTimeout(() => void flushUsage(), env().USAGE_FLUSH_MS).unref();
+    drainOnStop("usage", flushUsage); // a stop writes what the timer has not yet
+  }
 }
 
 /** Writes the counts gathered so far (also called on shutdown and by tests). */

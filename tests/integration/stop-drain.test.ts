@@ -1,0 +1,63 @@
+// A stopped app writes what it still holds in memory before it exits (lib/observe/stop-drain.ts):
+// the usage counts, summed here for 10 minutes, and the captured samples. A world of its own
+// (database, app, worker), because this app is stopped.
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { expect, inject, it } from "vitest";
+import { connect } from "@/lib/db/client";
+import { createApiKey } from "@/lib/services/api-keys";
+import { createDeployment } from "@/lib/services/deployments";
+import { createPipeline } from "@/lib/services/pipelines";
+import { createTeam } from "@/lib/services/teams";
+import { scratchDatabase } from "../helpers/scratch-database";
+import { startApp, startWorker } from "../setup/global-setup";
+
+it("SIGTERM: the app finishes the request, then writes its usage counts and captures, then exits", async () => {
+  const database = await scratchDatabase();
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-stop-"));
+  const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
+  const app = await startApp({ ...env, USAGE_FLUSH_MS: "600000" });
+  const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", WORKER_MODELS: "" });
+  const handle = connect(database.url, { max: 1 });
+  try {
+    const team = await createTeam(handle.db, { slug: "stopping" });
+    const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
+    await createDeployment(handle.db, { teamId: team.id, name: "tiny", model: inject("tinyModel") });
+    const pipeline = await createPipeline(handle.db, { teamId: team.id, name: "served" });
+    const res = await fetch(`${app.url}/deployments/stopping/tiny`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${modelKey}`,
+        "content-type": "application/json",
+        "x-pipeline-id": pipeline.id,
+      },
+      body: JSON.stringify({ prompt: "Hi", max_tokens: 3, temperature: 0 }),
+    });
+    expect(res.status).toBe(200);
+    const { usage } = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } };
+    const counted = () =>
+      handle.db.execute<{ requests: number; prompt_tokens: number; completion_tokens: number }>(
+        sql`select requests, prompt_tokens::int as prompt_tokens, completion_tokens::int as completion_tokens from usage_daily where team_id = ${team.id}`,
+      );
+    expect([...(await counted())]).toEqual([]); // still in the app's memory
+
+    const exited = new Promise<number | null>((r) => app.child.once("exit", (code) => r(code)));
+    app.child.kill("SIGTERM");
+    expect(await exited).toBe(143); // Next.js' own exit, held until the drain ended
+    expect([...(await counted())].map((r) => ({ ...r }))).toEqual([
+      { requests: 1, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens },
+    ]);
+    const samples = await handle.db.execute(sql`select id from samples where pipeline_id = ${pipeline.id}`);
+    expect(samples.length).toBe(1);
+    expect(app.logs.join("")).toContain("pending writes finished before stopping");
+  } finally {
+    await handle.close();
+    if (app.child.exitCode === null) app.child.kill("SIGKILL");
+    worker.child.kill("SIGTERM");
+    await new Promise((r) => (worker.child.exitCode !== null ? r(null) : worker.child.once("exit", r)));
+    await database.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);
