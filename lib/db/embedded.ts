@@ -92,7 +92,7 @@ function binaries(): Binaries {
   }
 }
 
-type RunAs = { uid: number; gid: number; name: string } | undefined;
+export type RunAs = { uid: number; gid: number; name: string } | undefined;
 
 /**
  * PostgreSQL refuses to run as root. As root, the server runs as the owner of an existing cluster,
@@ -141,6 +141,39 @@ function prepareDir(dir: string, runAs: RunAs): void {
       `The embedded PostgreSQL runs as ${runAs.name} (it refuses root), and that user cannot reach ${dir}. ` +
         "Let it traverse the parent folders (chmod o+x on each), choose a DATA_DIR outside them, " +
         "run as a non-root user, or set DATABASE_URL.",
+    );
+  }
+}
+
+/**
+ * The first folder on the way to `file` that `runAs` (else this process) may not pass through,
+ * `file` itself when it is there but not executable, or null when it can run it.
+ */
+export function unreachableFolder(file: string, runAs: RunAs): string | null {
+  const as = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
+  const can = (flag: string, p: string) => spawnSync("test", [flag, p], as).status === 0;
+  const target = path.resolve(file);
+  if (can("-x", target)) return null;
+  const parts = target.split(path.sep);
+  for (let i = 2; i < parts.length; i++) {
+    const dir = parts.slice(0, i).join(path.sep);
+    if (!can("-x", dir)) return dir;
+  }
+  return target;
+}
+
+/** As root, the server's user must reach the binaries inside the project's node_modules. */
+function checkBinaries(b: Binaries, runAs: RunAs): void {
+  if (!runAs) return;
+  for (const file of [b.postgres, b.initdb]) {
+    const blocked = unreachableFolder(file, runAs);
+    if (!blocked) continue;
+    throw new EmbeddedDbError(
+      `The embedded PostgreSQL runs as ${runAs.name} (it refuses root), and that user cannot run ${file}: ` +
+        (blocked === path.resolve(file)
+          ? "the file is not executable. Run `npm ci` again"
+          : `it may not enter ${blocked}. Let it (chmod o+x ${blocked})`) +
+        ", install the project in a folder it can reach, run as a non-root user, or set DATABASE_URL.",
     );
   }
 }
@@ -350,6 +383,7 @@ export async function startEmbeddedDb(options: EmbeddedOptions): Promise<Embedde
   const dir = path.resolve(options.dir);
   const ephemeral = options.ephemeral ?? false;
   const runAs = serverUser(dir);
+  checkBinaries(b, runAs);
   prepareDir(dir, runAs);
 
   const stored = readDbPassword(options.passwordFile);
