@@ -1,7 +1,8 @@
 // Hub ids: download by id from HF_ENDPOINT (a local stand-in here) into DATA_DIR/hub with
 // progress, cache reuse, the token sent to the endpoint only, classified errors, and downloads
 // that recover from interruptions without ever using a truncated file.
-import { existsSync, readFileSync, symlinkSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdir, mkdtemp } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -214,6 +215,48 @@ describe("hub downloads", () => {
       readFileSync(path.join(m.dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
     ).toBe(true);
     await m.dispose();
+  });
+
+  it("two processes sharing the cache download each file once: one holds its lock, the other waits", async () => {
+    const cacheDir = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 300_000, kind: "slow", times: 1 }); // then a 2 s pause
+    const before = server.requests.length;
+    const script = path.join(import.meta.dirname, "testing/download-child.ts");
+    const run = () =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const child = spawn(process.execPath, ["--import", "tsx", script, server.url, cacheDir, "org/tiny"], {
+          stdio: ["ignore", "pipe", "pipe"],
+        });
+        let out = "";
+        child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+        child.on("exit", (code) => resolve({ code, out }));
+      });
+    const results = await Promise.all([run(), run()]);
+    const size = readFileSync(path.join(tiny, "onnx/model.onnx")).length;
+    for (const r of results) {
+      expect(r.code, r.out).toBe(0);
+      expect(JSON.parse(r.out.trim().split("\n").at(-1)!)).toEqual({ graphBytes: size });
+    }
+    const fetched = since(before).filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"));
+    expect(fetched.map((r) => r.range)).toEqual([undefined]); // once, whole, by one of them
+    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    expect(
+      readFileSync(path.join(dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
+    ).toBe(true);
+    expect(readdirSync(path.join(dir, "onnx")).sort()).toEqual(["model.onnx"]); // no lock, no partial file left
+  });
+
+  it("a lock left by a process that is gone does not hold a download back", async () => {
+    const cacheDir = await newCache();
+    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    await mkdir(path.join(dir, "onnx"), { recursive: true });
+    const gone = spawnSync(process.execPath, ["-e", "process.pid"]).pid!;
+    writeFileSync(path.join(dir, "onnx/model.onnx.lock"), JSON.stringify({ pid: gone, host: os.hostname() }));
+    const started = performance.now();
+    await (await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) })).dispose();
+    expect(performance.now() - started).toBeLessThan(20_000);
+    expect(existsSync(path.join(dir, "onnx/model.onnx.lock"))).toBe(false);
   });
 
   it("a full disk is reported as disk_full", async () => {

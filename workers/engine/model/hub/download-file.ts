@@ -1,10 +1,12 @@
 // One file of a repository into the cache: written to <file>.incomplete, verified (size, and the
 // digest the listing gives), then renamed, so a truncated file is never used. An interrupted
 // download (connection cut, process stopped, signal) leaves the partial file; the next attempt
-// asks for the rest with a Range request, or starts over if the server ignores it.
+// asks for the rest with a Range request, or starts over if the server ignores it. Processes that
+// share the cache download a file once: see lockFile.
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream, existsSync, statSync } from "node:fs";
-import { mkdir, open, rename, rm } from "node:fs/promises";
+import { createReadStream, existsSync, readFileSync, statSync } from "node:fs";
+import { mkdir, open, rename, rm, utimes } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { isEngineError, loadError } from "../../errors";
 import { hubError, hubFetch, resolveUrl, type RepoFile } from "./hub-client";
@@ -57,8 +59,34 @@ async function fetchFile(
   opts: Opts,
 ): Promise<void> {
   const partial = `${target}.incomplete`;
-  if (existsSync(target) && statSync(target).size === file.size) return opts.onBytes(file.size);
+  const complete = () => existsSync(target) && statSync(target).size === file.size;
+  if (complete()) return opts.onBytes(file.size);
   await mkdir(path.dirname(target), { recursive: true });
+  const release = await lockFile(`${target}.lock`, {
+    done: complete,
+    waiting: () => opts.onBytes(Math.min(statSync(partial, { throwIfNoEntry: false })?.size ?? 0, file.size)),
+    signal: opts.signal,
+    repo,
+  });
+  if (!release) return opts.onBytes(file.size); // another process downloaded it meanwhile
+  try {
+    if (complete()) return opts.onBytes(file.size); // it did, just before letting go
+    await download(hub, repo, revision, file, target, dir, opts);
+  } finally {
+    await release();
+  }
+}
+
+async function download(
+  hub: HubOptions,
+  repo: string,
+  revision: string,
+  file: RepoFile,
+  target: string,
+  dir: string,
+  opts: Opts,
+): Promise<void> {
+  const partial = `${target}.incomplete`;
   let lastError = "";
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     let start = existsSync(partial) ? statSync(partial).size : 0;
@@ -150,4 +178,63 @@ async function fetchFile(
     return;
   }
   throw loadError("network", `downloading ${file.path} of ${repo} failed ${ATTEMPTS} times (${lastError})`);
+}
+
+const LOCK_BEAT_MS = 5_000;
+const LOCK_STALE_MS = 30_000;
+const LOCK_POLL_MS = 250;
+
+/**
+ * Another process with the same DATA_DIR (a second worker) may be downloading the same file: the
+ * one that creates `<file>.lock` (exclusively) downloads it, touching the lock every 5 s; the
+ * others wait, reporting the partial file's size as their progress, until the file is complete
+ * (null: nothing to download) or the lock is gone (they take it; the partial file is resumed).
+ * A lock whose process is gone (same host) or untouched for 30 s is stale and removed.
+ */
+async function lockFile(
+  lock: string,
+  o: { done: () => boolean; waiting: () => void; signal?: AbortSignal; repo: string },
+): Promise<(() => Promise<void>) | null> {
+  for (;;) {
+    try {
+      const fh = await open(lock, "wx");
+      await fh.writeFile(JSON.stringify({ pid: process.pid, host: os.hostname() }));
+      await fh.close();
+      const beat = setInterval(() => {
+        const now = new Date();
+        utimes(lock, now, now).catch(() => {});
+      }, LOCK_BEAT_MS).unref();
+      return async () => {
+        clearInterval(beat);
+        await rm(lock, { force: true });
+      };
+    } catch (e) {
+      if ((e as { code?: string }).code !== "EEXIST") throw e;
+    }
+    if (o.done()) return null;
+    if (staleLock(lock)) {
+      await rm(lock, { force: true });
+      continue;
+    }
+    o.waiting();
+    if (o.signal?.aborted) throw loadError("cancelled", `download of ${o.repo} cancelled`);
+    await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
+  }
+}
+
+function staleLock(lock: string): boolean {
+  try {
+    const age = Date.now() - statSync(lock).mtimeMs;
+    if (age > LOCK_STALE_MS) return true;
+    const { pid, host } = JSON.parse(readFileSync(lock, "utf8")) as { pid: number; host: string };
+    if (host !== os.hostname()) return false;
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch (e) {
+      return (e as { code?: string }).code === "ESRCH";
+    }
+  } catch {
+    return false; // gone, or being written: look again
+  }
 }
