@@ -32,6 +32,8 @@ export type FakeUpstream = {
   mode: FakeMode;
   /** TCP connections accepted so far (a kept-alive connection counts once). */
   connections: number;
+  /** Requests whose connection the caller closed before the answer was complete. */
+  abandoned: number;
   close: () => Promise<void>;
 };
 
@@ -39,8 +41,19 @@ export const DEFAULT_TOKENS = ["Hello", ",", " upstream", " world"];
 
 export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { type: "ok" }): Promise<FakeUpstream> {
   const sockets = new Set<import("node:net").Socket>();
-  const fake: FakeUpstream = { url: "", kind, received: [], mode, connections: 0, close: async () => {} };
+  const fake: FakeUpstream = {
+    url: "",
+    kind,
+    received: [],
+    mode,
+    connections: 0,
+    abandoned: 0,
+    close: async () => {},
+  };
   const server = http.createServer((req, res) => {
+    res.once("close", () => {
+      if (!res.writableFinished) fake.abandoned++;
+    });
     let raw = "";
     req.setEncoding("utf8");
     req.on("data", (c: string) => (raw += c));
