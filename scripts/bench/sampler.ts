@@ -7,11 +7,12 @@
 // Last line: {"bench":"sampler","<setting>_<vocab>_ms":…,"<setting>_<vocab>_vs_reference":…}
 // (time ratio: below 1 is faster than the reference).
 import { createPrng } from "../../workers/engine/prng";
-import { processLogits, sampleToken, type SamplingParams } from "../../workers/engine/sampler";
+import { sampleToken, type SamplingParams } from "../../workers/engine/sampler";
 
 const VOCABS = [32_000, 128_256, 151_936];
 const SETTINGS: [string, Partial<SamplingParams>][] = [
   ["t1", { temperature: 1 }],
+  ["t08_ban", { temperature: 0.8, bias: new Map([[2, -100]]) }], // the engine bench's requests
   ["top_p", { temperature: 0.7, topP: 0.9 }],
   ["top_k", { temperature: 0.7, topK: 40 }],
   ["top_k_top_p", { temperature: 0.7, topK: 50, topP: 0.95 }],
@@ -71,9 +72,14 @@ function modelLikeLogits(vocab: number, seed: number): Float32Array {
   return l;
 }
 
-/** The sampler before the histogram: sort everything, Math.exp, truncate, draw. */
+/** The sampler before the histogram: copy, bias, temperature, sort everything, Math.exp, truncate, draw. */
 function referenceSample(raw: Float32Array, p: SamplingParams, u: number): number {
-  const l = processLogits(raw, p, { prng: createPrng(0), seen: [], banned: [], fallbackToken: 0 });
+  const untouched = p.bias.size === 0 && (p.temperature === 0 || p.temperature === 1);
+  const l = untouched ? raw : Float32Array.from(raw);
+  if (!untouched) {
+    for (const [id, b] of p.bias) if (id < l.length) l[id] = b <= -100 ? -Infinity : l[id] + b;
+    if (p.temperature > 0 && p.temperature !== 1) for (let i = 0; i < l.length; i++) l[i] /= p.temperature;
+  }
   let max = -Infinity;
   for (let i = 0; i < l.length; i++) if (l[i] > max) max = l[i];
   const truncating = p.topK !== undefined || p.topP < 1;

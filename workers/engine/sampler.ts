@@ -38,29 +38,54 @@ export interface SampleResult extends TokenChoice {
  * applies, returns `raw` itself (callers only read it): no vocabulary-sized copy per token.
  */
 export function processLogits(raw: Float32Array, p: SamplingParams, ctx: SampleContext): Float32Array {
+  return processInto(raw, p, ctx, null);
+}
+
+/**
+ * processLogits into `out` (or a new array): one pass copies the logits divided by the
+ * temperature; the few tokens that bias, bans and the penalty touch are then recomputed from
+ * their raw logits, in the documented order (bias, bans, penalty, then temperature).
+ */
+function processInto(raw: Float32Array, p: SamplingParams, ctx: SampleContext, out: Float32Array | null) {
+  const penalty = p.repetitionPenalty;
   const untouched =
     p.bias.size === 0 &&
     ctx.banned.every((list) => list.length === 0) &&
-    p.repetitionPenalty === 1 &&
+    penalty === 1 &&
     (p.temperature === 0 || p.temperature === 1);
   if (untouched) return raw;
-  const l = Float32Array.from(raw);
-  for (const [id, b] of p.bias) if (id < l.length) l[id] = b <= -100 ? -Infinity : l[id] + b;
-  for (const list of ctx.banned) for (const id of list) l[id] = -Infinity;
-  if (p.repetitionPenalty !== 1) {
-    // CTRL-style (as HF transformers, vLLM, TGI): divide positive logits, multiply negative ones.
-    for (const id of new Set(ctx.seen)) {
-      const v = l[id];
-      if (v === -Infinity || id >= l.length) continue;
-      l[id] = v > 0 ? v / p.repetitionPenalty : v * p.repetitionPenalty;
-    }
+  const n = raw.length;
+  const l = out ?? new Float32Array(n);
+  const T = p.temperature > 0 ? p.temperature : 1;
+  if (T === 1) l.set(raw);
+  else for (let i = 0; i < n; i++) l[i] = raw[i] / T;
+  const banned = new Set<number>();
+  for (const list of ctx.banned) for (const id of list) if (id < n) banned.add(id);
+  // CTRL-style penalty (as HF transformers, vLLM, TGI): divide positive logits, multiply negative ones.
+  const seen = penalty !== 1 ? new Set(ctx.seen) : null;
+  const touched = new Set<number>(banned);
+  for (const id of p.bias.keys()) if (id < n) touched.add(id);
+  if (seen) for (const id of seen) if (id < n) touched.add(id);
+  for (const id of touched) {
+    let v = raw[id];
+    const b = p.bias.get(id);
+    if (b !== undefined) v = b <= -100 ? -Infinity : v + b;
+    if (banned.has(id)) v = -Infinity;
+    if (seen?.has(id) && v !== -Infinity) v = v > 0 ? v / penalty : v * penalty;
+    l[id] = v / T;
   }
-  if (p.temperature > 0 && p.temperature !== 1) for (let i = 0; i < l.length; i++) l[i] /= p.temperature;
   return l;
 }
 
+let workBuffer = new Float32Array(0);
+/** sampleToken's copy of the logits, reused (one per process: sampling is synchronous). */
+function work(n: number): Float32Array {
+  if (workBuffer.length < n) workBuffer = new Float32Array(n);
+  return workBuffer.subarray(0, n);
+}
+
 export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleContext): SampleResult {
-  const l = processLogits(raw, p, ctx);
+  const l = processInto(raw, p, ctx, work(raw.length));
   let max = -Infinity;
   let argmax = -1;
   for (let i = 0; i < l.length; i++) {
