@@ -189,7 +189,8 @@ const LOCK_POLL_MS = 250;
  * one that creates `<file>.lock` (exclusively) downloads it, touching the lock every 5 s; the
  * others wait, reporting the partial file's size as their progress, until the file is complete
  * (null: nothing to download) or the lock is gone (they take it; the partial file is resumed).
- * A lock whose process is gone (same host) or untouched for 30 s is stale and removed.
+ * A lock whose process is gone (same host; or that names this process, which does not hold it)
+ * or untouched for 30 s is stale and removed.
  */
 async function lockFile(
   lock: string,
@@ -228,6 +229,9 @@ function staleLock(lock: string): boolean {
     if (age > LOCK_STALE_MS) return true;
     const { pid, host } = JSON.parse(readFileSync(lock, "utf8")) as { pid: number; host: string };
     if (host !== os.hostname()) return false;
+    // Ours, yet not held (this process downloads a file once at a time, see inFlight): left by
+    // an earlier process that had our pid, as a restarted container's processes often do.
+    if (pid === process.pid) return true;
     try {
       process.kill(pid, 0);
       return false;
