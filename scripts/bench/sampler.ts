@@ -13,6 +13,7 @@ const VOCABS = [32_000, 128_256, 151_936];
 const SETTINGS: [string, Partial<SamplingParams>][] = [
   ["t1", { temperature: 1 }],
   ["t08_ban", { temperature: 0.8, bias: new Map([[2, -100]]) }], // the engine bench's requests
+  ["t1_logprobs", { temperature: 1, logprobs: 5 }],
   ["top_p", { temperature: 0.7, topP: 0.9 }],
   ["top_k", { temperature: 0.7, topK: 40 }],
   ["top_k_top_p", { temperature: 0.7, topK: 50, topP: 0.95 }],
@@ -31,7 +32,10 @@ export default async function bench() {
       };
       const reference = () => {
         const prng = createPrng(1);
-        for (let i = 0; i < 40; i++) referenceSample(logits, p, prng.next());
+        for (let i = 0; i < 40; i++) {
+          referenceSample(logits, p, prng.next());
+          if (p.logprobs) referenceLogprobs(logits, p.logprobs);
+        }
       };
       ours();
       reference();
@@ -110,4 +114,21 @@ function referenceSample(raw: Float32Array, p: SamplingParams, u: number): numbe
   }
   for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return ids[i];
   return ids[ids.length - 1];
+}
+
+/** What logprobs cost before: a second exp pass over the vocabulary, then the top N. */
+function referenceLogprobs(l: Float32Array, n: number): number {
+  let max = -Infinity;
+  for (let i = 0; i < l.length; i++) if (l[i] > max) max = l[i];
+  let sum = 0;
+  for (let i = 0; i < l.length; i++) sum += Math.exp(l[i] - max);
+  const best: number[] = [];
+  for (let i = 0; i < l.length; i++) {
+    if (best.length < n || l[i] > l[best[best.length - 1]]) {
+      best.push(i);
+      best.sort((a, b) => l[b] - l[a] || a - b);
+      if (best.length > n) best.pop();
+    }
+  }
+  return max + Math.log(sum) + best.length;
 }

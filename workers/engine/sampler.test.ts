@@ -146,6 +146,25 @@ describe("logits processing (exact)", () => {
   });
 });
 
+describe("logprobs with truncation", () => {
+  it("stay those of the whole vocabulary whatever top_p or top_k keep", () => {
+    const p = softmax(Array.from(logits, (v) => v / 0.9));
+    for (const truncation of [{ topP: 0.5 }, { topK: 2 }, { topK: 3, topP: 0.6 }, {}]) {
+      const prng = createPrng(4);
+      for (let i = 0; i < 20; i++) {
+        const r = sampleToken(
+          logits,
+          { ...base, temperature: 0.9, logprobs: 3, ...truncation },
+          { prng, seen: [], banned: [], fallbackToken: 0 },
+        );
+        expect(r.top!.map((t) => t.id)).toEqual([0, 1, 2]);
+        r.top!.forEach((t) => expect(Math.exp(t.logprob)).toBeCloseTo(p[t.id], 6));
+        expect(Math.exp(r.logprob)).toBeCloseTo(p[r.id], 6);
+      }
+    }
+  });
+});
+
 describe("greedy choice with bias, bans and the repetition penalty", () => {
   const argmax = (l: Float32Array) => l.reduce((best, v, i) => (v > l[best] ? i : best), 0);
 

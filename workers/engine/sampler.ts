@@ -95,11 +95,13 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
     }
   }
   if (argmax < 0) return { id: ctx.fallbackToken, logprob: 0, top: null };
-  const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng);
+  // The draw's sum of exp(l − max) over the vocabulary, when it took one: the logprobs' too.
+  const z = { total: NaN };
+  const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng, z);
   // Log-probabilities cost a pass of exp() over the vocabulary: only when asked for.
   if (!p.logprobs) return { id, logprob: NaN, top: null };
 
-  const logZ = max + Math.log(expInto(l, max, scratch(l.length)));
+  const logZ = max + Math.log(Number.isNaN(z.total) ? expInto(l, max, scratch(l.length)) : z.total);
   const logprobOf = (t: number) => l[t] - logZ;
   const top = topN(l, p.logprobs).map((t) => ({ id: t, logprob: logprobOf(t) }));
   return { id, logprob: logprobOf(id), top };
@@ -118,11 +120,12 @@ function topN(l: Float32Array, n: number): number[] {
   return best;
 }
 
-function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng): number {
+function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng, z: { total: number }): number {
   if (!((p.topK !== undefined && p.topK < l.length) || p.tfs < 1 || p.topP < 1)) {
     // No truncation: draw over the whole vocabulary without sorting.
     const probs = scratch(l.length);
-    let u = prng.next() * expInto(l, max, probs);
+    z.total = expInto(l, max, probs);
+    let u = prng.next() * z.total;
     let last = 0;
     for (let i = 0; i < probs.length; i++) {
       if (probs[i] === 0) continue;
@@ -131,7 +134,7 @@ function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng): numb
     }
     return last;
   }
-  let { ids, probs } = truncated(l, max, p);
+  let { ids, probs } = truncated(l, max, p, z);
   if (p.tfs < 1) {
     ids = tailFree(ids, probs, p.tfs);
     probs = normalized(ids, l, max);
@@ -161,7 +164,12 @@ function nucleusSize(probs: Float64Array, topP: number): number {
  * per token at 32k tokens (80 ms at 152k); a histogram of the logits finds the few tokens worth
  * sorting in two linear passes (see sortedHead).
  */
-export function truncated(l: Float32Array, max: number, p: SamplingParams): { ids: number[]; probs: Float64Array } {
+export function truncated(
+  l: Float32Array,
+  max: number,
+  p: SamplingParams,
+  z: { total: number } = { total: NaN },
+): { ids: number[]; probs: Float64Array } {
   if (p.topK !== undefined && p.topK < l.length) {
     const ids = sortedHead(l, max, p.topK, null).slice(0, p.topK);
     return { ids, probs: normalized(ids, l, max) };
@@ -171,7 +179,7 @@ export function truncated(l: Float32Array, max: number, p: SamplingParams): { id
     return { ids, probs: normalized(ids, l, max) };
   }
   const exps = scratch(l.length);
-  const total = expInto(l, max, exps);
+  const total = (z.total = expInto(l, max, exps));
   const ids = sortedHead(l, max, Infinity, { exps, mass: p.topP * total });
   const probs = new Float64Array(ids.length);
   for (let i = 0; i < ids.length; i++) probs[i] = exps[ids[i]] / total;
