@@ -8,6 +8,7 @@
 // (time ratio: below 1 is faster than the reference).
 import { createPrng } from "../../workers/engine/prng";
 import { sampleToken, type SamplingParams } from "../../workers/engine/sampler";
+import { drawFrom, fullSortNucleus } from "../../workers/engine/testing/full-sort-sampler";
 
 const VOCABS = [32_000, 128_256, 151_936];
 const SETTINGS: [string, Partial<SamplingParams>][] = [
@@ -84,10 +85,10 @@ function referenceSample(raw: Float32Array, p: SamplingParams, u: number): numbe
     for (const [id, b] of p.bias) if (id < l.length) l[id] = b <= -100 ? -Infinity : l[id] + b;
     if (p.temperature > 0 && p.temperature !== 1) for (let i = 0; i < l.length; i++) l[i] /= p.temperature;
   }
-  let max = -Infinity;
-  for (let i = 0; i < l.length; i++) if (l[i] > max) max = l[i];
   const truncating = p.topK !== undefined || p.topP < 1;
   if (!truncating) {
+    let max = -Infinity;
+    for (let i = 0; i < l.length; i++) if (l[i] > max) max = l[i];
     const probs = new Float64Array(l.length);
     let total = 0;
     for (let i = 0; i < l.length; i++) total += probs[i] = Math.exp(l[i] - max);
@@ -95,25 +96,7 @@ function referenceSample(raw: Float32Array, p: SamplingParams, u: number): numbe
     for (let i = 0; i < probs.length; i++) if ((u -= probs[i]) < 0) return i;
     return l.length - 1;
   }
-  let ids: number[] = [];
-  for (let i = 0; i < l.length; i++) if (l[i] !== -Infinity) ids.push(i);
-  ids.sort((a, b) => l[b] - l[a] || a - b);
-  const normalized = (xs: number[]) => {
-    const probs = Float64Array.from(xs, (id) => Math.exp(l[id] - max));
-    const total = probs.reduce((a, b) => a + b, 0);
-    return probs.map((x) => x / total);
-  };
-  if (p.topK !== undefined) ids = ids.slice(0, p.topK);
-  let probs = normalized(ids);
-  if (p.topP < 1) {
-    let cum = 0;
-    let keep = 0;
-    while (keep < ids.length && (keep === 0 || cum < p.topP)) cum += probs[keep++];
-    ids = ids.slice(0, keep);
-    probs = normalized(ids);
-  }
-  for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return ids[i];
-  return ids[ids.length - 1];
+  return drawFrom(fullSortNucleus(l, p), u);
 }
 
 /** What logprobs cost before: a second exp pass over the vocabulary, then the top N. */

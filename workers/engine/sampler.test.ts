@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { createPrng } from "./prng";
 import { expBelow, processLogits, sampleToken, type SamplingParams } from "./sampler";
+import { drawFrom, fullSortNucleus } from "./testing/full-sort-sampler";
 
 const base: SamplingParams = { temperature: 1, topP: 1, tfs: 1, repetitionPenalty: 1, bias: new Map() };
 const logits = Float32Array.from([2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -2.0]);
@@ -203,34 +204,6 @@ describe("greedy choice with bias, bans and the repetition penalty", () => {
 });
 
 describe("truncation over a real-sized vocabulary", () => {
-  // What top_k / top_p kept before the histogram: the whole vocabulary sorted (ties: lower id
-  // first), Math.exp, top_k renormalized, then the smallest prefix reaching top_p.
-  function referenceNucleus(l: Float32Array, p: SamplingParams): { ids: number[]; probs: number[] } {
-    const max = Math.max(...l.filter((v) => v !== -Infinity));
-    let ids = Array.from(l.keys())
-      .filter((i) => l[i] !== -Infinity)
-      .sort((a, b) => l[b] - l[a] || a - b);
-    const norm = (xs: number[]) => {
-      const e = xs.map((i) => Math.exp(l[i] - max));
-      const s = e.reduce((a, b) => a + b, 0);
-      return e.map((v) => v / s);
-    };
-    if (p.topK !== undefined) ids = ids.slice(0, p.topK);
-    let probs = norm(ids);
-    if (p.topP < 1) {
-      let cum = 0;
-      let keep = 0;
-      while (keep < ids.length && (keep === 0 || cum < p.topP)) cum += probs[keep++];
-      ids = ids.slice(0, keep);
-      probs = norm(ids);
-    }
-    return { ids, probs };
-  }
-  function referenceDraw({ ids, probs }: { ids: number[]; probs: number[] }, u: number): number {
-    for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return ids[i];
-    return ids[ids.length - 1];
-  }
-
   /** 50k logits as a model gives them: a bell-shaped bulk, a few strong tokens, ties, bans, extremes. */
   function vocabulary(seed: number): Float32Array {
     const prng = createPrng(seed);
@@ -260,13 +233,13 @@ describe("truncation over a real-sized vocabulary", () => {
         const raw = vocabulary(seed);
         const p = { ...base, ...params };
         const scaled = processLogits(raw, p, { prng: createPrng(0), seen: [], banned: [], fallbackToken: 0 });
-        const nucleus = referenceNucleus(scaled, p);
+        const nucleus = fullSortNucleus(scaled, p);
         const ours = createPrng(seed + 10);
         const theirs = createPrng(seed + 10);
         const drawn = new Set<number>();
         for (let i = 0; i < 150; i++) {
           const id = sampleToken(raw, p, { prng: ours, seen: [], banned: [], fallbackToken: 0 }).id;
-          expect(id).toBe(referenceDraw(nucleus, theirs.next()));
+          expect(id).toBe(drawFrom(nucleus, theirs.next()));
           drawn.add(id);
         }
         expect(drawn.size).toBeGreaterThan(1); // the cases draw from more than one token

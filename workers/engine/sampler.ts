@@ -98,7 +98,8 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
   // The draw's sum of exp(l − max) over the vocabulary, when it took one: the logprobs' too.
   const z = { total: NaN };
   const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng, z);
-  // Log-probabilities cost a pass of exp() over the vocabulary: only when asked for.
+  // Log-probabilities need the sum of exps over the vocabulary (a pass, unless the draw took it)
+  // and a pass for the top N: only when asked for.
   if (!p.logprobs) return { id, logprob: NaN, top: null };
 
   const logZ = max + Math.log(Number.isNaN(z.total) ? expInto(l, max, scratch(l.length)) : z.total);
@@ -164,11 +165,11 @@ function nucleusSize(probs: Float64Array, topP: number): number {
  * per token at 32k tokens (80 ms at 152k); a histogram of the logits finds the few tokens worth
  * sorting in two linear passes (see sortedHead).
  */
-export function truncated(
+function truncated(
   l: Float32Array,
   max: number,
   p: SamplingParams,
-  z: { total: number } = { total: NaN },
+  z: { total: number },
 ): { ids: number[]; probs: Float64Array } {
   if (p.topK !== undefined && p.topK < l.length) {
     const ids = sortedHead(l, max, p.topK, null).slice(0, p.topK);
@@ -277,7 +278,7 @@ function normalized(ids: number[], l: Float32Array, max: number): Float64Array {
 }
 
 /** out[i] = exp(l[i] − max) for every token (0 for banned ones); returns their sum. */
-export function expInto(l: Float32Array, max: number, out: Float64Array): number {
+function expInto(l: Float32Array, max: number, out: Float64Array): number {
   let total = 0;
   for (let i = 0; i < l.length; i++) total += out[i] = expBelow(l[i] - max);
   return total;
