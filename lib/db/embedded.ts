@@ -135,8 +135,7 @@ function prepareDir(dir: string, runAs: RunAs): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (!runAs) return;
   chownSync(dir, runAs.uid, runAs.gid);
-  const reach = spawnSync("test", ["-w", dir], { uid: runAs.uid, gid: runAs.gid });
-  if (reach.status !== 0) {
+  if (!canAs(runAs, "-w", dir)) {
     throw new EmbeddedDbError(
       `The embedded PostgreSQL runs as ${runAs.name} (it refuses root), and that user cannot reach ${dir}. ` +
         "Let it traverse the parent folders (chmod o+x on each), choose a DATA_DIR outside them, " +
@@ -145,19 +144,22 @@ function prepareDir(dir: string, runAs: RunAs): void {
   }
 }
 
+/** Whether `test <flag> <path>` holds for `runAs` (else for this process). */
+function canAs(runAs: RunAs, flag: string, p: string): boolean {
+  return spawnSync("test", [flag, p], runAs ? { uid: runAs.uid, gid: runAs.gid } : {}).status === 0;
+}
+
 /**
  * The first folder on the way to `file` that `runAs` (else this process) may not pass through,
  * `file` itself when it is there but not executable, or null when it can run it.
  */
 export function unreachableFolder(file: string, runAs: RunAs): string | null {
-  const as = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
-  const can = (flag: string, p: string) => spawnSync("test", [flag, p], as).status === 0;
   const target = path.resolve(file);
-  if (can("-x", target)) return null;
+  if (canAs(runAs, "-x", target)) return null;
   const parts = target.split(path.sep);
   for (let i = 2; i < parts.length; i++) {
     const dir = parts.slice(0, i).join(path.sep);
-    if (!can("-x", dir)) return dir;
+    if (!canAs(runAs, "-x", dir)) return dir;
   }
   return target;
 }
