@@ -29,7 +29,7 @@ export function workerMetrics(engine: Engine): Registry {
   });
   new Gauge({
     name: "lmp_kv_cache_bytes",
-    help: "Bytes held by the running batches' KV caches.",
+    help: "Bytes held by the batches' KV caches, room kept for the next rows included.",
     registers: [registry],
     async collect() {
       this.set(await sum("kvBytes"));

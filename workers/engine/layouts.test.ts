@@ -110,7 +110,7 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
   let engine: Engine;
   let m: LoadedModel;
   beforeAll(async () => {
-    engine = new Engine({ models: [await dir()], loadOptions: () => ({ dtype }), prefillChunk: 512 });
+    engine = new Engine({ models: [await dir()], loadOptions: () => ({ dtype }), prefillChunk: 512, kvReleaseMs: 50 });
     m = await engine.load();
   });
   afterAll(() => engine.dispose());
@@ -149,6 +149,8 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
     else expect(togetherCalls).toBe(soloCalls);
     const scheduler = await engine.scheduler();
     await scheduler.whenIdle();
+    expect(scheduler.stats()).toMatchObject({ running: 0 });
+    await new Promise((r) => setTimeout(r, 100)); // past kvReleaseMs: the emptied batch's buffers go
     expect(scheduler.stats()).toMatchObject({ running: 0, kvBytes: 0 });
   });
 });

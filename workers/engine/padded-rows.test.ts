@@ -3,7 +3,7 @@
 // through, its length and its position, so a row's cache copied to another slot, a column lost
 // in a re-stride or a stale mask shows up as a wrong number for that row.
 import * as ort from "onnxruntime-node";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { GraphIo } from "./model/layouts/feeds";
 import type { GraphSignature } from "./model/graph-signature";
 import { KvRows } from "./model/layouts/kv-rows";
@@ -215,6 +215,36 @@ describe("KvRows", () => {
       [5, 6],
       [7, 8, 9],
     ]);
+  });
+
+  it("gives back room over 4× the need only once it has stayed that large for shrinkAfterMs", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    try {
+      const many = (from: number) => Array.from({ length: 16 }, (_, i) => prefillState([from + i, from + i + 1]));
+      const rows = new KvRows(shape, 1000);
+      rows.reshape([], many(1), 8);
+      const big = rows.bytes;
+      rows.reshape([0], [], 8); // one row left: far too much room, kept for now
+      vi.advanceTimersByTime(600);
+      rows.reshape([0], many(20).slice(1), 8); // full again: the clock starts over
+      rows.reshape([0], [], 8);
+      vi.advanceTimersByTime(900);
+      rows.resize(9);
+      expect([rows.allocations, rows.bytes]).toEqual([1, big]);
+      vi.advanceTimersByTime(200); // 1,100 ms too large
+      rows.resize(10);
+      expect(rows.allocations).toBe(2);
+      expect(rows.bytes).toBeLessThan(big / 4);
+      expect(rowOf(rows, 0)).toEqual([1, 2]);
+
+      const eager = new KvRows(shape, 0);
+      eager.reshape([], many(1), 8);
+      eager.reshape([3], [], 8);
+      expect(eager.allocations).toBe(2);
+      expect(rowOf(eager, 0)).toEqual([4, 5]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("takes any order of kept rows (rows moving up are staged first)", () => {

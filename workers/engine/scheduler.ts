@@ -24,6 +24,7 @@ import { BadWordsGuard } from "./bad-words";
 import { EngineError } from "./errors";
 import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
+import { KV_SHRINK_AFTER_MS } from "./model/layouts/kv-rows";
 import type { DecodeBatch, PrefillState } from "./model/layouts/layout";
 import type { LoadedModel } from "./model/load-model";
 import { createPrng, randomSeed } from "./prng";
@@ -40,6 +41,11 @@ export interface SchedulerOptions {
   maxQueue?: number;
   /** Prompt tokens per prefill forward pass. */
   prefillChunk?: number;
+  /**
+   * How long an empty batch keeps its KV buffers for the next rows (default KV_SHRINK_AFTER_MS):
+   * requests that follow one another reuse them instead of faulting in new memory each time.
+   */
+  kvReleaseMs?: number;
 }
 
 interface Row {
@@ -65,6 +71,9 @@ export class Scheduler {
   private readonly times = new WeakMap<GenerationJob, { submitted: number; admitted: number }>();
   /** The running rows' caches, in `rows` order; how they are stored is the model layout's. */
   private batch: DecodeBatch | null = null;
+  private readonly kvReleaseMs: number;
+  /** Drops the empty batch's buffers once it has stayed empty for kvReleaseMs. */
+  private releaseTimer: NodeJS.Timeout | null = null;
   private looping = false;
   private preferPrefill = true;
   private idleWaiters: (() => void)[] = [];
@@ -76,6 +85,7 @@ export class Scheduler {
     this.maxBatch = opts.maxBatch ?? 16;
     this.maxQueue = opts.maxQueue ?? 64;
     this.prefillChunk = opts.prefillChunk ?? 128;
+    this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
   }
 
   /** Current load, for tests, metrics and the worker's registry. */
@@ -85,7 +95,9 @@ export class Scheduler {
       queued: this.queued,
       prefilling: this.prefilling ? 1 : 0,
       kvColumns: this.batch?.columns ?? 0,
+      /** Held by the batch's caches: its rows', and room an emptied batch keeps for kvReleaseMs. */
       kvBytes: this.batch?.bytes ?? 0,
+      kvAllocations: this.batch?.allocations ?? 0,
     };
   }
 
@@ -274,15 +286,23 @@ export class Scheduler {
     if (keep.length === this.rows.length && this.joiners.length === 0) return;
     this.rows = [...keep.map((i) => this.rows[i]), ...joiners.map((j) => j.row)];
     this.joiners = [];
-    if (this.rows.length === 0) {
-      this.batch = null;
-      return;
+    if (this.releaseTimer) clearTimeout(this.releaseTimer);
+    this.releaseTimer = null;
+    if (this.rows.length === 0 && this.kvReleaseMs <= 0) this.batch = null;
+    else {
+      this.batch ??= this.model.runner.createBatch();
+      this.batch.reshape(
+        keep,
+        joiners.map((j) => j.state),
+      );
     }
-    this.batch ??= this.model.runner.createBatch();
-    this.batch.reshape(
-      keep,
-      joiners.map((j) => j.state),
-    );
+    if (this.rows.length === 0 && this.batch) {
+      this.releaseTimer = setTimeout(() => {
+        this.releaseTimer = null;
+        if (this.rows.length === 0) this.batch = null;
+      }, this.kvReleaseMs);
+      this.releaseTimer.unref();
+    }
     if (tracing) this.reshapeMs += performance.now() - t0;
   }
 

@@ -17,6 +17,8 @@ export interface DecodeBatch {
   readonly columns: number;
   /** Bytes of cache copied by membership and capacity changes so far, where the layout counts them. */
   readonly moved?: number;
+  /** Cache buffer allocations so far, where the layout keeps its buffers across steps. */
+  readonly allocations?: number;
   /**
    * New membership: the current rows at indices `keep` (in that order), then one row per joiner
    * (a joiner listed twice gets two rows: a request's n sequences share their prompt's cache).

@@ -57,6 +57,9 @@ export class PaddedBatch implements DecodeBatch {
   get moved() {
     return this.cache.moved;
   }
+  get allocations() {
+    return this.cache.allocations;
+  }
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
