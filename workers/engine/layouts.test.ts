@@ -123,6 +123,25 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
     expect(entries.filter((e) => e.lastToken).length).toBe(layout === "padded" ? entries.length : 0);
   });
 
+  it("computes a prompt's logits for its last position only (per-tensor quantized graphs: all)", async () => {
+    // model/last-token-outputs.ts slices the head's input (or the graph takes num_logits_to_keep).
+    const run = m.session.run;
+    const dims: number[][] = [];
+    m.session.run = async (feeds, fetches) => {
+      const out = await run.call(m.session, feeds, fetches);
+      dims.push([...(out.logits ?? fetches.logits!).dims]);
+      return out;
+    };
+    try {
+      const prompt = PROMPTS[7];
+      await engine.generate({ prompt, max_tokens: 1, temperature: 0 });
+      const S = m.tokenizer.encode(prompt).length;
+      expect(dims).toEqual([[1, m.info.graph.rowsInteract ? S : 1, m.info.vocabSize]]);
+    } finally {
+      m.session.run = run;
+    }
+  });
+
   it("greedy equals transformers.js generate(), token for token", async () => {
     for (const prompt of PROMPTS.slice(1, 5)) {
       const ref = await referenceGreedy(m, prompt, 24);

@@ -15,6 +15,14 @@
 // the ModelProto: protobuf merges repeated occurrences of a message field, so the original
 // nodes and outputs are untouched and nothing but the small appended message is encoded here.
 //
+// The same goes for the logits of a prompt: a standard export computes them for every position
+// ([1, S, vocab]), where only the last one is ever used (the engine has no prompt logprobs). The
+// language-model head's input is sliced to the last position instead (lastPositionHead), so the
+// head runs on one position and the output is [rows, 1, vocab]: on the 134M bench model the head
+// is 18% of the weights, and a 512-token prompt's logits were 65 MB copied into a new buffer (at
+// a vocabulary of 152k, 78 MB per 128-token chunk). Graphs that take num_logits_to_keep are fed 1
+// instead, and per-tensor quantized graphs are left alone (the slice would change their scale).
+//
 // Such a graph is loaded from memory, not from its file. So that memory holds the graph and not
 // the weights, the bytes handed to onnxruntime are the model with each inline weight's data
 // replaced by a reference into the model file itself (ONNX external data: location, offset,
@@ -54,23 +62,85 @@ export function presentsToSlice(graph: GraphOps): string[] {
     .filter((p) => outputs.has(p) && !outputs.has(lastTokenOutput(p)));
 }
 
-/** `model` (a serialized ModelProto) with a `lastTokenOutput(p)` output for each present `p`. */
-export function withLastTokenOutputs(model: Buffer, presents: readonly string[]): Buffer {
+/** The language-model head's node (by its first output), and the tensor it reads at input 0. */
+export interface HeadInput {
+  node: string;
+  source: string;
+}
+
+/** The sliced head input's name (see LAST_POSITION below). */
+const LAST_POSITION = "lmp_last_position";
+
+/** Matrix products whose input 0 is the activation and whose other inputs are weights. */
+const HEAD_OPS = new Set([":MatMul", "com.microsoft:MatMulNBits"]);
+/** Ops between the head and `logits` that act on each position alone (casts, bias, scale, softcap). */
+const POSITIONWISE = new Set([":Cast", ":Add", ":Sub", ":Mul", ":Div", ":Tanh", ":Identity"]);
+
+/**
+ * The input of the head that computes `logits`, when its output reaches `logits` through
+ * position-wise ops only, with one dynamic operand each (the others weights or constants), and
+ * nothing else reads that chain. Null when the graph is not so (a Reshape in the way, a
+ * per-tensor quantized head, num_logits_to_keep already there): it is then served unchanged.
+ */
+export function lastPositionHead(graph: GraphOps): HeadInput | null {
+  if (graph.opset < MIN_OPSET || graph.inputs.includes("num_logits_to_keep") || quantizesPerTensor(graph)) return null;
+  if (!graph.outputs.includes("logits")) return null;
+  const producer = new Map<string, (typeof graph.nodes)[number]>();
+  const readers = new Map<string, number>();
+  for (const n of graph.nodes) {
+    for (const o of n.outputs) producer.set(o, n);
+    for (const i of n.inputs) readers.set(i, (readers.get(i) ?? 0) + 1);
+  }
+  // Tensors that depend on a graph input (nodes are in topological order, as ONNX requires).
+  const dynamic = new Set(graph.inputs);
+  for (const n of graph.nodes) if (n.inputs.some((i) => dynamic.has(i))) for (const o of n.outputs) dynamic.add(o);
+  let tensor = "logits";
+  for (let hops = 0; hops < 8; hops++) {
+    const n = producer.get(tensor);
+    if (!n || n.outputs[0] !== tensor || (tensor !== "logits" && readers.get(tensor) !== 1)) return null;
+    const live = n.inputs.filter((i) => i && dynamic.has(i));
+    if (live.length !== 1) return null;
+    if (HEAD_OPS.has(n.op)) return n.inputs[0] === live[0] ? { node: n.outputs[0], source: live[0] } : null;
+    if (!POSITIONWISE.has(n.op)) return null;
+    tensor = live[0];
+  }
+  return null;
+}
+
+/**
+ * `model` (a serialized ModelProto) with a `lastTokenOutput(p)` output for each present `p`, and
+ * with `head`'s input sliced to the last position (its node rewritten by
+ * modelWithWeightsByReference, given the same `head`).
+ */
+export function withLastTokenOutputs(model: Buffer, presents: readonly string[], head?: HeadInput | null): Buffer {
   const int64 = (name: string, value: number) =>
     onnx.TensorProto.create({ name, dims: [1], dataType: onnx.TensorProto.DataType.INT64, int64Data: [value] });
   const starts = "lmp_last_token_starts";
   const ends = "lmp_last_token_ends";
   const axes = "lmp_last_token_axes";
+  const sequenceAxis = "lmp_last_position_axes";
   const graph = onnx.GraphProto.create({
-    initializer: [int64(starts, -1), int64(ends, 2 ** 31 - 1), int64(axes, 2)],
-    node: presents.map((p, i) =>
-      onnx.NodeProto.create({
-        name: `lmp_last_token_${i}`,
-        opType: "Slice",
-        input: [p, starts, ends, axes],
-        output: [lastTokenOutput(p)],
-      }),
-    ),
+    initializer: [int64(starts, -1), int64(ends, 2 ** 31 - 1), int64(axes, 2), int64(sequenceAxis, 1)],
+    node: [
+      ...presents.map((p, i) =>
+        onnx.NodeProto.create({
+          name: `lmp_last_token_${i}`,
+          opType: "Slice",
+          input: [p, starts, ends, axes],
+          output: [lastTokenOutput(p)],
+        }),
+      ),
+      ...(head
+        ? [
+            onnx.NodeProto.create({
+              name: LAST_POSITION,
+              opType: "Slice",
+              input: [head.source, starts, ends, sequenceAxis],
+              output: [LAST_POSITION],
+            }),
+          ]
+        : []),
+    ],
     // The element type is left to onnxruntime's inference (a graph output needs a name only).
     output: presents.map((p) => onnx.ValueInfoProto.create({ name: lastTokenOutput(p) })),
   });
@@ -78,6 +148,7 @@ export function withLastTokenOutputs(model: Buffer, presents: readonly string[])
 }
 
 const MODEL_GRAPH = 7;
+const GRAPH_NODE = 1;
 const GRAPH_INITIALIZER = 5;
 const TENSOR_RAW_DATA = 9;
 const TENSOR_EXTERNAL_DATA = 13;
@@ -90,10 +161,11 @@ const MIN_REFERENCED_BYTES = 4096;
  * `file`'s ModelProto with the raw data of every initializer of its main graph (of at least
  * MIN_REFERENCED_BYTES) turned into an external-data reference to `file` at that data's offset.
  * Load the result with `session.model_external_initializers_file_folder_path` = `file`'s folder.
- * Everything else (nodes, subgraphs, initializers already external, other fields) is copied
- * byte for byte.
+ * With `head`, that node reads LAST_POSITION at input 0 (withLastTokenOutputs adds the Slice).
+ * Everything else (other nodes, subgraphs, initializers already external, other fields) is
+ * copied byte for byte.
  */
-export function modelWithWeightsByReference(file: string): Buffer {
+export function modelWithWeightsByReference(file: string, head?: HeadInput | null): Buffer {
   const fd = openSync(file, "r");
   try {
     const r = new FileReader(fd);
@@ -125,8 +197,17 @@ export function modelWithWeightsByReference(file: string): Buffer {
       }
       return field(GRAPH_INITIALIZER, Buffer.concat(kept));
     };
+    // The head's node reads the sliced input; every other node is copied byte for byte.
+    const node = (start: number, end: number) => {
+      const n = onnx.NodeProto.decode(range(r.pos, end));
+      if (!head || n.output?.[0] !== head.node || n.input[0] !== head.source) return range(start, end);
+      n.input[0] = LAST_POSITION;
+      return field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish()));
+    };
+    const inGraph: Record<number, (start: number, end: number) => Buffer> = { [GRAPH_INITIALIZER]: initializer };
+    if (head) inGraph[GRAPH_NODE] = node;
     const graph = (_start: number, end: number) =>
-      field(MODEL_GRAPH, Buffer.concat(rewriteFields(r, end, range, { [GRAPH_INITIALIZER]: initializer })));
+      field(MODEL_GRAPH, Buffer.concat(rewriteFields(r, end, range, inGraph)));
     return Buffer.concat(rewriteFields(r, fstatSync(fd).size, range, { [MODEL_GRAPH]: graph }));
   } finally {
     closeSync(fd);

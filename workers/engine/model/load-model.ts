@@ -13,7 +13,7 @@ import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
-import { presentsToSlice } from "./last-token-outputs";
+import { lastPositionHead, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
 
@@ -80,7 +80,12 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
     graphOps = scanOnnxOps(path.join(dir, choice.graph));
-    session = await createGraphSession(path.join(dir, choice.graph), opts.session, presentsToSlice(graphOps));
+    session = await createGraphSession(
+      path.join(dir, choice.graph),
+      opts.session,
+      presentsToSlice(graphOps),
+      lastPositionHead(graphOps),
+    );
   } catch (e) {
     if (isEngineError(e)) throw e;
     throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);

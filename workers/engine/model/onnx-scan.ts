@@ -15,6 +15,14 @@ export interface GraphOps {
   outputs: string[];
   /** The version of the default ("" / ai.onnx) operator set the model imports (0 when absent). */
   opset: number;
+  /** The main graph's nodes, in file order ("domain:OpType", input and output names). */
+  nodes: ScannedNode[];
+}
+
+export interface ScannedNode {
+  op: string;
+  inputs: string[];
+  outputs: string[];
 }
 
 /** Reads a file through a sliding window; `pos` is absolute. */
@@ -79,6 +87,7 @@ export function scanOnnxOps(file: string): GraphOps {
     const ops = new Set<string>();
     const inputs: string[] = [];
     const outputs: string[] = [];
+    const nodes: ScannedNode[] = [];
     let opset = 0;
     while (r.pos < size) {
       const tag = r.varint();
@@ -90,15 +99,18 @@ export function scanOnnxOps(file: string): GraphOps {
           const t = r.varint();
           const f = Math.floor(t / 8);
           if (t % 8 !== 2 || ![GRAPH_NODE, GRAPH_INPUT, GRAPH_OUTPUT].includes(f)) r.skip(t % 8);
-          else if (f === GRAPH_NODE) addNode(onnx.NodeProto.decode(r.bytes(r.varint())), ops);
-          else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
+          else if (f === GRAPH_NODE) {
+            const node = onnx.NodeProto.decode(r.bytes(r.varint()));
+            nodes.push({ op: opKey(node), inputs: node.input ?? [], outputs: node.output ?? [] });
+            addNode(node, ops);
+          } else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
         }
       } else if (field === MODEL_OPSET_IMPORT && wire === 2) {
         const set = onnx.OperatorSetIdProto.decode(r.bytes(r.varint()));
         if (!set.domain || set.domain === "ai.onnx") opset = Number(set.version);
       } else r.skip(wire);
     }
-    return { ops, inputs, outputs, opset };
+    return { ops, inputs, outputs, opset, nodes };
   } finally {
     closeSync(fd);
   }
@@ -107,9 +119,10 @@ export function scanOnnxOps(file: string): GraphOps {
 type Node = InstanceType<typeof onnx.NodeProto>;
 type Graph = InstanceType<typeof onnx.GraphProto>;
 
+const opKey = (node: Node) => `${node.domain === "ai.onnx" ? "" : (node.domain ?? "")}:${node.opType}`;
+
 function addNode(node: Node, ops: Set<string>) {
-  const domain = node.domain === "ai.onnx" ? "" : (node.domain ?? "");
-  ops.add(`${domain}:${node.opType}`);
+  ops.add(opKey(node));
   for (const a of node.attribute ?? []) {
     if (a.g) addGraph(a.g as Graph, ops);
     for (const g of a.graphs ?? []) addGraph(g as Graph, ops);

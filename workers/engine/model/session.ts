@@ -5,7 +5,7 @@
 import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { logger } from "@/lib/observe/log";
-import { modelWithWeightsByReference, withLastTokenOutputs } from "./last-token-outputs";
+import { modelWithWeightsByReference, withLastTokenOutputs, type HeadInput } from "./last-token-outputs";
 import type { ValueMeta } from "./graph-signature";
 
 export type OrtTensor = ort.Tensor;
@@ -45,21 +45,23 @@ export interface GraphSession {
 }
 
 /**
- * A session of the graph in `file`. With `lastTokenOf` (present outputs), the graph gains the
- * outputs of ./last-token-outputs.ts and is loaded from memory, its weights still read from the
- * file (and its external data files) in the file's folder.
+ * A session of the graph in `file`. With `lastTokenOf` (present outputs) or `head`, the graph
+ * gains the outputs of ./last-token-outputs.ts, or its head's input sliced to the last position,
+ * and is loaded from memory, its weights still read from the file (and its external data files)
+ * in the file's folder.
  */
 export async function createGraphSession(
   file: string,
   settings: SessionSettings = {},
   lastTokenOf: readonly string[] = [],
+  head: HeadInput | null = null,
 ): Promise<GraphSession> {
   const options = sessionOptions(settings);
   let session: ort.InferenceSession | undefined;
-  if (lastTokenOf.length > 0) {
+  if (lastTokenOf.length > 0 || head) {
     try {
       session = await ort.InferenceSession.create(
-        withLastTokenOutputs(modelWithWeightsByReference(file), lastTokenOf),
+        withLastTokenOutputs(modelWithWeightsByReference(file, head), lastTokenOf, head),
         {
           ...options,
           extra: {
@@ -72,7 +74,7 @@ export async function createGraphSession(
         },
       );
     } catch (err) {
-      // Served as it is (each step then fetches the whole cache): slower, never wrong.
+      // Served as it is (each step then fetches the whole cache, each prompt all its logits): slower, never wrong.
       logger().warn({ err, file }, "could not add last-token outputs to the graph; loading it unchanged");
     }
   }
