@@ -284,29 +284,26 @@ function expInto(l: Float32Array, max: number, out: Float64Array): number {
   return total;
 }
 
-// 2^-k for k = 0…1074 (down to the smallest subnormal).
+// 2^-k for k = 0…1074 (down to the smallest subnormal), and 2^(-j/64) for j = 0…63.
 const POW2_NEG = Float64Array.from({ length: 1075 }, (_, k) => 2 ** -k);
+const POW2_NEG_64THS = Float64Array.from({ length: 64 }, (_, j) => 2 ** (-j / 64));
+const LOG2E_64 = 64 * Math.LOG2E;
+const LN2_64 = Math.LN2 / 64;
 
 /**
- * exp(x) for x ≤ 0, within 2e-8 of Math.exp (relative; float32 logits carry 6e-8), in half its
- * time at 152k entries: x·log2(e) is split into its integer part k (truncated: an int32, which
- * V8 indexes fastest), looked up as 2^k, and a remainder f in (−1, 0] whose 2^f is a degree-9
- * Taylor polynomial. Sampling spends its time here: one exp per vocabulary entry per token.
+ * exp(x) for x ≤ 0, within 6e-9 of Math.exp (relative; float32 logits carry 6e-8), in a quarter
+ * of its time over a vocabulary: x·log2(e) in 64ths of a power of two is split into its whole
+ * 64ths n (truncated: an int32, which V8 indexes fastest), looked up as 2^-(n >> 6) · 2^-((n & 63)/64),
+ * and a remainder r in (−ln2/64, 0] whose e^r is a cubic. Sampling spends its time here: one exp
+ * per vocabulary entry per token (0.20 → 0.09 ms at 32k entries against the degree-9 polynomial
+ * this replaced).
  */
 export function expBelow(x: number): number {
-  const t = x * Math.LOG2E;
-  if (!(t > -1074)) return 0; // also −∞ and NaN
-  const k = t | 0;
-  const f = (t - k) * Math.LN2;
-  const p =
-    1 +
-    f *
-      (1 +
-        f *
-          (1 / 2 +
-            f *
-              (1 / 6 + f * (1 / 24 + f * (1 / 120 + f * (1 / 720 + f * (1 / 5040 + f * (1 / 40320 + f / 362880))))))));
-  return p * POW2_NEG[-k];
+  const t = x * LOG2E_64;
+  if (!(t > -1074 * 64)) return 0; // also −∞ and NaN
+  const n = -t | 0;
+  const r = (t + n) * LN2_64;
+  return (1 + r * (1 + r * (1 / 2 + r * (1 / 6)))) * POW2_NEG_64THS[n & 63] * POW2_NEG[n >> 6];
 }
 
 /**
