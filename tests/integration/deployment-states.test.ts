@@ -1,16 +1,11 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DeploymentDto } from "@/lib/contracts/deployments";
-import { connect, type DbHandle } from "@/lib/db/client";
+import type { DbHandle } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
 import { startHubServer } from "@/workers/engine/testing/hub-server";
-import { scratchDatabase } from "../helpers/scratch-database";
-import { startApp, startWorker } from "../setup/global-setup";
+import { ownWorld, type OwnWorld } from "../helpers/own-world";
 
 /**
  * Deployments of hub ids, end to end: an app and a worker of their own on a scratch database, and
@@ -18,28 +13,20 @@ import { startApp, startWorker } from "../setup/global-setup";
  * (with bytes) → ready; meanwhile its requests get 503 with Retry-After, never a hang; a model the
  * hub lacks, or a dtype the repository lacks, fails with the reason.
  */
-let database: Awaited<ReturnType<typeof scratchDatabase>>;
+let world: OwnWorld;
 let hub: Awaited<ReturnType<typeof startHubServer>>;
 let handle: DbHandle;
 let base: string;
-let dataDir: string;
-const children: ChildProcess[] = [];
 let apiKey: string;
 let modelKey: string;
 let teamId: string;
 let teamSlug: string;
 
 beforeAll(async () => {
-  database = await scratchDatabase();
   hub = await startHubServer({ repos: { "acme/tiny": inject("tinyModel") } });
-  dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-states-"));
-  const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
-  const app = await startApp(env);
-  children.push(app.child);
-  base = app.url;
-  const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", HF_ENDPOINT: hub.url, WORKER_MODELS: "" });
-  children.push(worker.child);
-  handle = connect(database.url, { max: 2 });
+  world = await ownWorld("states", { worker: { HF_ENDPOINT: hub.url } });
+  handle = world.handle;
+  base = world.app.url;
   const team = await createTeam(handle.db, { slug: "states" });
   teamId = team.id;
   teamSlug = team.slug;
@@ -48,15 +35,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const c of children) {
-    if (c.exitCode !== null) continue;
-    c.kill("SIGTERM");
-    await new Promise((r) => c.once("exit", r));
-  }
-  await handle?.close();
+  await world?.close();
   await hub?.close();
-  await database?.drop();
-  rmSync(dataDir, { recursive: true, force: true });
 });
 
 const state = async (name: string) => {

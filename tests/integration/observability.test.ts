@@ -1,17 +1,12 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { describe, expect, inject, it } from "vitest";
 import { UsageResponse } from "@/lib/contracts/usage";
-import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias } from "../helpers/deployments";
-import { scratchDatabase } from "../helpers/scratch-database";
-import { startApp, startWorker } from "../setup/global-setup";
+import { ownWorld } from "../helpers/own-world";
 
 type Family = {
   name: string;
@@ -178,12 +173,8 @@ describe("usage", () => {
 describe("logs and the metrics token", () => {
   it("logs one JSON line per request with its request id in the app and in the worker; the token guards /metrics", async () => {
     // A world of its own (database, app, worker), so this worker is the one that serves.
-    const database = await scratchDatabase();
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-logs-"));
-    const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
-    const app = await startApp({ ...env, METRICS_TOKEN: "metrics-token-0123456789", LOG_LEVEL: "info" });
-    const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", WORKER_MODELS: "" });
-    const handle = connect(database.url, { max: 1 });
+    const world = await ownWorld("logs", { app: { METRICS_TOKEN: "metrics-token-0123456789", LOG_LEVEL: "info" } });
+    const { app, worker, handle } = world;
     try {
       const team = await createTeam(handle.db, { slug: "logged" });
       const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
@@ -221,13 +212,7 @@ describe("logs and the metrics token", () => {
       expect((await scrape(app.url, { authorization: "Bearer wrong-token-0123456789" })).status).toBe(401);
       expect((await scrape(app.url, { authorization: "Bearer metrics-token-0123456789" })).status).toBe(200);
     } finally {
-      await handle.close();
-      for (const c of [worker.child, app.child]) {
-        c.kill("SIGTERM");
-        await new Promise((r) => c.once("exit", r));
-      }
-      await database.drop();
-      rmSync(dataDir, { recursive: true, force: true });
+      await world.close();
     }
   }, 120_000);
 });

@@ -1,26 +1,17 @@
 // A stopped app writes what it still holds in memory before it exits (lib/observe/stop-drain.ts):
 // the usage counts, summed here for 10 minutes, and the captured samples. A world of its own
 // (database, app, worker), because this app is stopped.
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { sql } from "drizzle-orm";
 import { expect, inject, it } from "vitest";
-import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
-import { scratchDatabase } from "../helpers/scratch-database";
-import { startApp, startWorker } from "../setup/global-setup";
+import { ownWorld } from "../helpers/own-world";
 
 it("SIGTERM: the app finishes the request, then writes its usage counts and captures, then exits", async () => {
-  const database = await scratchDatabase();
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "lmp-stop-"));
-  const env = { DATABASE_URL: database.url, AUTH_SECRET: inject("authSecret"), DATA_DIR: dataDir };
-  const app = await startApp({ ...env, USAGE_FLUSH_MS: "600000" });
-  const worker = await startWorker({ ...env, WORKER_HEARTBEAT_SECONDS: "1", WORKER_MODELS: "" });
-  const handle = connect(database.url, { max: 1 });
+  const world = await ownWorld("stop", { app: { USAGE_FLUSH_MS: "600000" } });
+  const { app, handle } = world;
   try {
     const team = await createTeam(handle.db, { slug: "stopping" });
     const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
@@ -53,11 +44,6 @@ it("SIGTERM: the app finishes the request, then writes its usage counts and capt
     expect(samples.length).toBe(1);
     expect(app.logs.join("")).toContain("pending writes finished before stopping");
   } finally {
-    await handle.close();
-    if (app.child.exitCode === null) app.child.kill("SIGKILL");
-    worker.child.kill("SIGTERM");
-    await new Promise((r) => (worker.child.exitCode !== null ? r(null) : worker.child.once("exit", r)));
-    await database.drop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await world.close();
   }
 }, 120_000);
