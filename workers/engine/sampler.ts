@@ -221,7 +221,7 @@ function sortedHead(
   let cum = 0;
   for (let b = 0; b < BUCKETS; b++) {
     seen += bucketCounts[b];
-    cum += bucketMass[b];
+    if (mass) cum += bucketMass[b]; // (in count mode the masses are a previous call's)
     if (seen >= count || (mass && cum >= mass.mass)) {
       last = Math.min(BUCKETS - 1, b + 1);
       break;
