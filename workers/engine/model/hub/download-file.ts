@@ -33,6 +33,18 @@ const inFlight = new Map<string, Promise<void>>();
 
 type Opts = { signal?: AbortSignal; onBytes: (done: number) => void };
 
+/** One file to bring into the cache: where from, where to (`target`, via `partial`), and for whom. */
+interface FileJob {
+  hub: HubOptions;
+  repo: string;
+  revision: string;
+  file: RepoFile;
+  dir: string;
+  target: string;
+  partial: string;
+  opts: Opts;
+}
+
 export function downloadFile(
   hub: HubOptions,
   repo: string,
@@ -44,21 +56,14 @@ export function downloadFile(
   const target = path.join(dir, file.path);
   const running = inFlight.get(target);
   if (running) return running.catch(() => {}).then(() => downloadFile(hub, repo, revision, file, dir, opts));
-  const p = fetchFile(hub, repo, revision, file, target, dir, opts).finally(() => inFlight.delete(target));
+  const job = { hub, repo, revision, file, dir, target, partial: `${target}.incomplete`, opts };
+  const p = fetchFile(job).finally(() => inFlight.delete(target));
   inFlight.set(target, p);
   return p;
 }
 
-async function fetchFile(
-  hub: HubOptions,
-  repo: string,
-  revision: string,
-  file: RepoFile,
-  target: string,
-  dir: string,
-  opts: Opts,
-): Promise<void> {
-  const partial = `${target}.incomplete`;
+async function fetchFile(job: FileJob): Promise<void> {
+  const { file, target, partial, opts } = job;
   const complete = () => existsSync(target) && statSync(target).size === file.size;
   if (complete()) return opts.onBytes(file.size);
   await mkdir(path.dirname(target), { recursive: true });
@@ -66,27 +71,19 @@ async function fetchFile(
     done: complete,
     waiting: () => opts.onBytes(Math.min(statSync(partial, { throwIfNoEntry: false })?.size ?? 0, file.size)),
     signal: opts.signal,
-    repo,
+    repo: job.repo,
   });
   if (!release) return opts.onBytes(file.size); // another process downloaded it meanwhile
   try {
     if (complete()) return opts.onBytes(file.size); // it did, just before letting go
-    await download(hub, repo, revision, file, target, dir, opts);
+    await download(job);
   } finally {
     await release();
   }
 }
 
-async function download(
-  hub: HubOptions,
-  repo: string,
-  revision: string,
-  file: RepoFile,
-  target: string,
-  dir: string,
-  opts: Opts,
-): Promise<void> {
-  const partial = `${target}.incomplete`;
+async function download(job: FileJob): Promise<void> {
+  const { hub, repo, revision, file, dir, target, partial, opts } = job;
   let lastError = "";
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     let start = existsSync(partial) ? statSync(partial).size : 0;
