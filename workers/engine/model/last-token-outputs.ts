@@ -108,11 +108,16 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
 }
 
 /**
- * `model` (a serialized ModelProto) with a `lastTokenOutput(p)` output for each present `p`, and
- * with `head`'s input sliced to the last position (its node rewritten by
- * modelWithWeightsByReference, given the same `head`).
+ * The model bytes onnxruntime loads for `file`: its weights referenced into the file, a
+ * `lastTokenOutput(p)` output for each present `p`, and `head`'s input sliced to the last
+ * position (the node rewritten here, the Slice appended by withLastTokenOutputs).
  */
-export function withLastTokenOutputs(model: Buffer, presents: readonly string[], head?: HeadInput | null): Buffer {
+export function servedModel(file: string, presents: readonly string[], head: HeadInput | null): Buffer {
+  return withLastTokenOutputs(modelWithWeightsByReference(file, head), presents, head);
+}
+
+/** `model` (a serialized ModelProto) with the outputs and the Slice that servedModel describes. */
+function withLastTokenOutputs(model: Buffer, presents: readonly string[], head: HeadInput | null): Buffer {
   const int64 = (name: string, value: number) =>
     onnx.TensorProto.create({ name, dims: [1], dataType: onnx.TensorProto.DataType.INT64, int64Data: [value] });
   const starts = "lmp_last_token_starts";

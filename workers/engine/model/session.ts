@@ -5,7 +5,7 @@
 import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { logger } from "@/lib/observe/log";
-import { modelWithWeightsByReference, withLastTokenOutputs, type HeadInput } from "./last-token-outputs";
+import { servedModel, type HeadInput } from "./last-token-outputs";
 import type { ValueMeta } from "./graph-signature";
 
 export type OrtTensor = ort.Tensor;
@@ -60,22 +60,22 @@ export async function createGraphSession(
   let session: ort.InferenceSession | undefined;
   if (lastTokenOf.length > 0 || head) {
     try {
-      session = await ort.InferenceSession.create(
-        withLastTokenOutputs(modelWithWeightsByReference(file, head), lastTokenOf, head),
-        {
-          ...options,
-          extra: {
-            ...options.extra,
-            session: {
-              ...(options.extra?.session as object),
-              model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
-            },
+      session = await ort.InferenceSession.create(servedModel(file, lastTokenOf, head), {
+        ...options,
+        extra: {
+          ...options.extra,
+          session: {
+            ...(options.extra?.session as object),
+            model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
           },
         },
-      );
+      });
     } catch (err) {
       // Served as it is (each step then fetches the whole cache, each prompt all its logits): slower, never wrong.
-      logger().warn({ err, file }, "could not add last-token outputs to the graph; loading it unchanged");
+      logger().warn(
+        { err, file },
+        "could not add the engine's outputs (last-token cache, last-position logits) to the graph; loading it unchanged",
+      );
     }
   }
   session ??= await ort.InferenceSession.create(file, options);
