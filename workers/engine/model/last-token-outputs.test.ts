@@ -143,6 +143,8 @@ describe("lastPositionHead", () => {
         node(":Cast", ["l0"], ["logits"]),
         node(":ReduceMax", ["l0"], ["other"]),
       ],
+      // a node reads logits (its output would change shape too)
+      [node(":MatMul", ["hidden", "lm_w"], ["logits"]), node(":Softmax", ["logits"], ["probs"])],
       // weights fed as the first input
       [node(":MatMul", ["lm_w", "hidden"], ["logits"])],
       // per-tensor quantized head
@@ -157,5 +159,9 @@ describe("lastPositionHead", () => {
     const head = [node(":MatMul", ["hidden", "lm_w"], ["logits"])];
     expect(lastPositionHead(graph(head, { inputs: ["input_ids", "attention_mask", "num_logits_to_keep"] }))).toBeNull();
     expect(lastPositionHead(graph(head, { opset: 9 }))).toBeNull();
+    // a tensor between the head and logits is an output of the graph too
+    const exported = [node(":MatMul", ["hidden", "lm_w"], ["l0"]), node(":Cast", ["l0"], ["logits"])];
+    expect(lastPositionHead(graph(exported, { outputs: ["logits", "l0"] }))).toBeNull();
+    expect(lastPositionHead(graph(exported))).toEqual({ node: "l0", source: "hidden" });
   });
 });

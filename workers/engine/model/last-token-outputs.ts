@@ -86,7 +86,8 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
   if (graph.opset < MIN_OPSET || graph.inputs.includes("num_logits_to_keep") || quantizesPerTensor(graph)) return null;
   if (!graph.outputs.includes("logits")) return null;
   const producer = new Map<string, (typeof graph.nodes)[number]>();
-  const readers = new Map<string, number>();
+  // Readers of each tensor: nodes, and the graph's outputs (logits is read by its output alone).
+  const readers = new Map<string, number>(graph.outputs.map((o) => [o, 1]));
   for (const n of graph.nodes) {
     for (const o of n.outputs) producer.set(o, n);
     for (const i of n.inputs) readers.set(i, (readers.get(i) ?? 0) + 1);
@@ -97,7 +98,7 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
   let tensor = "logits";
   for (let hops = 0; hops < 8; hops++) {
     const n = producer.get(tensor);
-    if (!n || n.outputs[0] !== tensor || (tensor !== "logits" && readers.get(tensor) !== 1)) return null;
+    if (!n || n.outputs[0] !== tensor || readers.get(tensor) !== 1) return null;
     const live = n.inputs.filter((i) => i && dynamic.has(i));
     if (live.length !== 1) return null;
     if (HEAD_OPS.has(n.op)) return n.inputs[0] === live[0] ? { node: n.outputs[0], source: live[0] } : null;
