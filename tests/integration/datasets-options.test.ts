@@ -49,6 +49,12 @@ function conversations(): Msg[][] {
   out.push(conv(["system", "You answer briefly."], ["user", "  question 3 "], ["assistant", "answer 3\n"])); // duplicate of #3 once trimmed
   out.push(conv(["system", "You answer briefly."], ["user", "question 5"], ["assistant", "answer 5"])); // exact duplicate of #5
   out.push(conv(["user", "Question 5"], ["assistant", "answer 5"])); // not a duplicate (case, no system)
+  // Text that Postgres escapes or that is not ASCII, trimmed of whitespace beyond ASCII's.
+  const quoted = 'say "hi"\n\tthen \\ stop \u0001';
+  out.push(conv(["user", quoted], ["assistant", "好的 😀\u2028"]));
+  // (U+FEFF not first: the Parquet reader's TextDecoder drops a leading one, as decoders do with a BOM.)
+  out.push(conv(["user", `\u00a0\ufeff${quoted}\r\n`], ["assistant", "\u3000好的 😀"])); // duplicate once trimmed
+  out.push(conv(["user", `${quoted}\u0001`], ["assistant", "好的 😀"])); // not one: U+0001 is not trimmed
   return out;
 }
 
@@ -280,7 +286,7 @@ describe("dataset options", () => {
       "system_not_first",
       "unknown_role",
     ]);
-    expect(all.duplicate).toBe(2);
+    expect(all.duplicate).toBe(3);
     expect(all.tooLong).toBeGreaterThan(0);
     const split = expected(rows, { split: { validation: 0.3, seed: 11 } }).files;
     expect(split.train!.length).toBeGreaterThan(0);

@@ -3,6 +3,7 @@ import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
 import { rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
 import { PackagingError } from "./errors";
+import { PlainConversation } from "./plain-conversation";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { loadTokenCounter, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
@@ -45,7 +46,9 @@ export async function packageRows(
   let duplicate = 0;
   let tooLong = 0;
   let included = 0;
-  const parse = o.validate || seen || counter;
+  // validate and dedupe read a plain conversation off its bytes, and parse only the others; token
+  // counting needs every conversation parsed.
+  const plain = (o.validate || seen) && !counter ? new PlainConversation() : undefined;
   const split = rowSplitter();
   for await (const { chunk } of chunks(o.format === "parquet" ? "parquet" : "line")) {
     const { data, bounds } = split(chunk);
@@ -56,17 +59,19 @@ export async function packageRows(
       // The line (JSONL's, or the Parquet record's: both have the messages), then with a split
       // the side Postgres computed as one more field, `\t0` or `\t1` (splitSideSql: 1 validation).
       const lineEnd = o.split ? end - 2 : end;
-      const messages: Message[] | undefined = parse
-        ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
-        : undefined;
+      const read = plain?.read(data, start, lineEnd) ?? false;
+      const messages: Message[] | undefined =
+        !read && (o.validate || seen || counter)
+          ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
+          : undefined;
       if (o.validate) {
-        const reason = openAiChatRefusal(messages!);
+        const reason = read ? plain!.refusal : openAiChatRefusal(messages!);
         if (reason) {
           invalid[reason] = (invalid[reason] ?? 0) + 1;
           continue;
         }
       }
-      if (seen && !seen.add(messages!)) {
+      if (seen && !(read ? seen.addKey(plain!.key, plain!.keyLength) : seen.add(messages!))) {
         duplicate++;
         continue;
       }

@@ -1,6 +1,7 @@
 import { createXXHash128, type IHasher } from "hash-wasm";
 import type { InvalidReason } from "@/lib/contracts/dataset-options";
 import type { ToolCall } from "@/lib/contracts/messages";
+import { KEY_END, KEY_JSON, KEY_NULL } from "./plain-conversation";
 
 /** A stored message (lib/contracts/messages.ts); data inserted another way may hold any role. */
 export type Message = {
@@ -37,6 +38,8 @@ export function openAiChatRefusal(messages: Message[]): InvalidReason | undefine
 export class SeenConversations {
   private slots: Uint32Array;
   private count = 0;
+  /** conversationKey's bytes for `add`. */
+  private scratch: Buffer = Buffer.allocUnsafe(4096);
 
   private constructor(
     private readonly hasher: IHasher,
@@ -56,8 +59,15 @@ export class SeenConversations {
 
   /** True the first time a conversation is added (the one to keep), false for its repeats. */
   add(messages: Message[]): boolean {
+    const key = conversationKey(messages, this.scratch);
+    this.scratch = key.buffer;
+    return this.addKey(key.buffer, key.length);
+  }
+
+  /** The same, for a conversation's key already made (`key[0, length)`: PlainConversation's). */
+  addKey(key: Buffer, length: number): boolean {
     this.hasher.init();
-    this.hasher.update(conversationKey(messages));
+    this.hasher.update(key.subarray(0, length));
     const d = this.hasher.digest("binary");
     const w0 = d[0]! | (d[1]! << 8) | (d[2]! << 16) | (d[3]! << 24);
     const w1 = d[4]! | (d[5]! << 8) | (d[6]! << 16) | (d[7]! << 24);
@@ -100,29 +110,44 @@ export class SeenConversations {
 }
 
 /**
- * The text a conversation is known by: per message its role and its content trimmed, each
- * length-prefixed (so no two conversations share a key), then any other field (tool calls, ids,
- * names) as JSON. Built without copying the messages: dedupe runs on every sample of a dataset.
+ * The bytes a conversation is known by, written into `into` (a larger buffer when it is too
+ * small; the one used is returned): per message its role, KEY_END, its content trimmed (or
+ * KEY_JSON and the JSON of a content that is not a string, or KEY_NULL for none), KEY_END, the
+ * JSON of its other fields if it has any (tool calls, ids, names), KEY_END. Those three bytes never
+ * occur in UTF-8, so no two conversations share a key. PlainConversation gives the same bytes for
+ * the lines it reads without parsing them.
  */
-export function conversationKey(messages: Message[]): string {
-  let key = "";
+export function conversationKey(messages: Message[], into: Buffer): { buffer: Buffer; length: number } {
+  let key = into;
+  let length = 0;
+  const put = (text: string) => {
+    // Room for the text and the few framing bytes written before the next text.
+    if (key.length < length + 3 * text.length + 8) {
+      const bigger = Buffer.allocUnsafe(Math.max(2 * key.length, length + 3 * text.length + 8));
+      key.copy(bigger, 0, 0, length);
+      key = bigger;
+    }
+    length += key.write(text, length);
+  };
   for (const m of messages) {
-    const role = String(m.role);
+    put(String(m.role));
+    key[length++] = KEY_END;
     const c = m.content;
-    const content = typeof c === "string" ? c.trim() : c == null ? null : JSON.stringify(c);
-    key += `${role.length}:${role}`;
-    key += content === null ? "-" : `${typeof c === "string" ? "s" : "j"}${content.length}:${content}`;
+    if (typeof c === "string") put(c.trim());
+    else if (c == null) key[length++] = KEY_NULL;
+    else {
+      key[length++] = KEY_JSON;
+      put(JSON.stringify(c));
+    }
+    key[length++] = KEY_END;
     let rest: Record<string, unknown> | undefined;
     for (const k in m) {
       if (k === "role" || k === "content") continue;
       rest ??= {};
       rest[k] = m[k as keyof Message];
     }
-    if (rest) {
-      const extra = JSON.stringify(rest);
-      key += `+${extra.length}:${extra}`;
-    }
-    key += ";";
+    if (rest) put(JSON.stringify(rest));
+    key[length++] = KEY_END;
   }
-  return key;
+  return { buffer: key, length };
 }
