@@ -18,6 +18,8 @@ const RETRY_FAILED_MS = 60_000;
 
 export class ModelSupervisor {
   private states = new Map<string, ModelState>();
+  /** The keys of the last sync: a load that ends after its key left them publishes nothing. */
+  private wanted = new Set<string>();
   private failedAt = new Map<string, number>();
   private publishing: Promise<void> | null = null;
   private dirty = false;
@@ -33,7 +35,10 @@ export class ModelSupervisor {
   /** Follows the wanted set: loads what is new (and, after a minute, retries what failed). */
   sync(wanted: Served[]): void {
     this.engine.setModels([...new Set(wanted.map((w) => w.model))]);
+    // What no deployment serves any more is unloaded once its running requests have finished.
+    this.engine.retain(wanted, (model, dtype) => this.log(`[worker] ${model} (${dtype}) unloaded: no longer deployed`));
     const keys = new Set(wanted.map((w) => servedModelKey(w.model, w.dtype)));
+    this.wanted = keys;
     for (const key of [...this.states.keys()]) if (!keys.has(key)) this.states.delete(key);
     for (const w of wanted) {
       const key = servedModelKey(w.model, w.dtype);
@@ -59,10 +64,12 @@ export class ModelSupervisor {
     this.engine
       .load(w.model, w.dtype, progress)
       .then((m) => {
+        if (!this.wanted.has(key)) return;
         this.set(key, { state: "ready", dtype: m.info.dtype }, true);
         this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready`);
       })
       .catch((err: unknown) => {
+        if (!this.wanted.has(key)) return;
         const message = (err as Error)?.message ?? String(err);
         this.failedAt.set(key, Date.now());
         this.set(key, { state: "failed", error: message, reason: isEngineError(err) ? err.reason : undefined }, true);

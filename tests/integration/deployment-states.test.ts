@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DeploymentDto } from "@/lib/contracts/deployments";
 import type { DbHandle } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
-import { createDeployment } from "@/lib/services/deployments";
+import { createDeployment, deleteDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
 import { startHubServer } from "@/workers/engine/testing/hub-server";
 import { ownWorld, type OwnWorld } from "../helpers/own-world";
@@ -92,6 +92,28 @@ describe("deployment states", () => {
     const res = await complete("no-q4");
     expect(res.status).toBe(503);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/could not be loaded/);
+  }, 60_000);
+
+  it("unloads the model of a deleted deployment once its running stream has finished", async () => {
+    await createDeployment(handle.db, { teamId, name: "short-lived", model: inject("tinyModel"), dtype: "fp32" });
+    await expect.poll(async () => (await state("short-lived")).status.state, { timeout: 20_000 }).toBe("ready");
+    const res = await fetch(`${base}/deployments/${teamSlug}/short-lived`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 48, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let body = new TextDecoder().decode((await reader.read()).value);
+    await deleteDeployment(handle.db, { teamId, name: "short-lived" });
+    // The worker learns of it within a heartbeat; the stream it is serving still ends normally.
+    for (let r = await reader.read(); !r.done; r = await reader.read()) body += new TextDecoder().decode(r.value);
+    expect(body.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    const unloaded = `[worker] ${inject("tinyModel")} (fp32) unloaded: no longer deployed`;
+    await expect.poll(() => world.worker.logs.some((l) => l.includes(unloaded)), { timeout: 10_000 }).toBe(true);
+    // The other deployments' models stay.
+    expect(world.worker.logs.some((l) => l.includes("acme/tiny (fp32) unloaded"))).toBe(false);
+    expect((await complete("from-hub")).status).toBe(200);
   }, 60_000);
 
   it("lists the team's deployments with model, dtype and state", async () => {

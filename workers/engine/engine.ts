@@ -9,7 +9,7 @@ import type {
   GenerationStreamEvent,
   GenerationUsage,
 } from "@/lib/contracts/generation";
-import { EngineError } from "./errors";
+import { EngineError, loadError } from "./errors";
 import type { LoadedModel, LoadModelOptions } from "./model/load-model";
 import { isDtypeChoice, type DtypeChoice } from "./model/dtypes";
 import type { ModelRegistry } from "./model/registry";
@@ -34,6 +34,10 @@ export interface GenerateOptions {
 export class Engine {
   private registry: ModelRegistry | undefined;
   private readonly schedulers = new Map<string, Promise<Scheduler>>();
+  /** Schedulers no longer wanted (retain), unloaded once their requests have finished. */
+  private readonly retiring = new Map<string, Promise<Scheduler>>();
+  /** Cancels each scheduler's model load while it is in progress (a download). */
+  private readonly loads = new Map<Promise<Scheduler>, AbortController>();
 
   private served: string[];
 
@@ -53,6 +57,50 @@ export class Engine {
    */
   setModels(ids: string[]): void {
     this.served = [...new Set(ids)];
+  }
+
+  /**
+   * Keeps only these (model, dtype) pairs loaded; the worker calls it as it follows the
+   * deployments table. A pair that is no longer wanted takes no new requests once its running
+   * ones have finished: then its session is released and its cache memory freed (a download in
+   * progress stops at once; its partial file is kept for next time). Wanted again before that, it
+   * stays as it is.
+   */
+  retain(
+    keep: { model: string; dtype: DtypeChoice }[],
+    onUnloaded?: (model: string, dtype: DtypeChoice) => void,
+  ): void {
+    const wanted = new Set(keep.map((k) => schedulerKey(k.model, k.dtype)));
+    for (const [key, s] of this.schedulers) {
+      if (wanted.has(key)) continue;
+      this.schedulers.delete(key);
+      this.retiring.set(key, s);
+      this.loads.get(s)?.abort(loadError("cancelled", "the model is no longer deployed"));
+      void this.unloadWhenIdle(key, s).then((unloaded) => {
+        const [model, dtype] = key.split("\u0000");
+        if (unloaded) onUnloaded?.(model!, dtype as DtypeChoice);
+      });
+    }
+  }
+
+  /** True once the model is unloaded; false when it was wanted again, or never loaded. */
+  private async unloadWhenIdle(key: string, s: Promise<Scheduler>): Promise<boolean> {
+    const scheduler = await s.catch(() => null);
+    for (;;) {
+      if (this.retiring.get(key) !== s) return false; // wanted again
+      if (!scheduler) {
+        this.retiring.delete(key);
+        return false;
+      }
+      await scheduler.whenIdle();
+      if (this.retiring.get(key) !== s) return false;
+      // A request that had the scheduler in hand before it retired: wait for it too.
+      if (scheduler.busy) continue;
+      scheduler.close();
+      this.retiring.delete(key);
+      await this.registry?.release(scheduler.model);
+      return true;
+    }
   }
 
   /** Loads a model now (otherwise the first request loads it). */
@@ -76,12 +124,30 @@ export class Engine {
     // One scheduler per (model, dtype): two deployments of one model in two dtypes run side by side.
     const base = this.opts.loadOptions?.(id, dtype ?? "auto");
     const chosen = dtype ?? base?.dtype ?? "auto";
-    const key = `${id}\u0000${chosen}`;
-    let s = this.schedulers.get(key);
-    if (!s) {
-      s = this.createScheduler(id, { ...base, dtype: chosen, ...(onProgress ? { onProgress } : {}) });
+    const key = schedulerKey(id, chosen);
+    let s = this.schedulers.get(key) ?? this.retiring.get(key);
+    if (s) {
+      this.retiring.delete(key);
       this.schedulers.set(key, s);
-      s.catch(() => this.schedulers.delete(key));
+    } else {
+      const load = new AbortController();
+      const signal = base?.signal ? AbortSignal.any([base.signal, load.signal]) : load.signal;
+      const created = this.createScheduler(id, {
+        ...base,
+        dtype: chosen,
+        signal,
+        ...(onProgress ? { onProgress } : {}),
+      });
+      s = created;
+      this.loads.set(created, load);
+      this.schedulers.set(key, created);
+      created.then(
+        () => this.loads.delete(created),
+        () => {
+          this.loads.delete(created);
+          if (this.schedulers.get(key) === created) this.schedulers.delete(key);
+        },
+      );
     }
     return s;
   }
@@ -187,3 +253,5 @@ async function* prependEcho(
     if (!finished) await it.return?.(); // consumer stopped early: cancel the generation
   }
 }
+
+const schedulerKey = (id: string, dtype: DtypeChoice) => `${id}\u0000${dtype}`;

@@ -101,6 +101,24 @@ export class Scheduler {
     };
   }
 
+  /** Whether anything is running or waiting. */
+  get busy(): boolean {
+    return this.looping || this.queued > 0;
+  }
+
+  /**
+   * No more requests (the model is being unloaded): submit refuses them, and the kept cache
+   * buffers go now. Only when not busy.
+   */
+  close(): void {
+    this.closed = true;
+    if (this.releaseTimer) clearTimeout(this.releaseTimer);
+    this.releaseTimer = null;
+    this.batch = null;
+  }
+
+  private closed = false;
+
   /** Resolves when the loop has nothing left to do (all rows gone, caches dropped). */
   whenIdle(): Promise<void> {
     if (!this.looping) return Promise.resolve();
@@ -108,6 +126,7 @@ export class Scheduler {
   }
 
   submit(plan: RequestPlan, signal?: AbortSignal): EventChannel<GenerationStreamEvent> {
+    if (this.closed) throw new EngineError("model_not_found", `model ${this.model.id} is no longer served`, "model");
     const n = plan.request.n;
     if (n > this.maxBatch)
       throw new EngineError("invalid_request", `n (${n}) exceeds this worker's batch size (${this.maxBatch})`, "n");

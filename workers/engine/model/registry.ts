@@ -15,6 +15,16 @@ export class ModelRegistry {
     return entry.model;
   }
 
+  /** Forgets a loaded model and releases its session (nothing may use it any more). */
+  async release(model: LoadedModel): Promise<void> {
+    for (const [key, e] of this.models) {
+      if ((await e.model.catch(() => null)) !== model) continue;
+      this.models.delete(key);
+      await model.dispose();
+      return;
+    }
+  }
+
   loadedIds(): string[] {
     return [...new Set([...this.models.values()].map((e) => e.id))];
   }

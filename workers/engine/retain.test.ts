@@ -1,0 +1,94 @@
+// Unloading what no deployment serves any more (Engine.retain): running requests finish first,
+// then the session is released; a model wanted again meanwhile stays; a download stops at once.
+import { mkdtemp } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cachedTinyModel } from "@/scripts/tiny-model/generate";
+import { Engine } from "./engine";
+import type { LoadedModel } from "./model/load-model";
+import { startHubServer } from "./testing/hub-server";
+
+let dir: string;
+let hub: Awaited<ReturnType<typeof startHubServer>>;
+beforeAll(async () => {
+  dir = await cachedTinyModel({ family: "llama", dtypes: ["fp32", "q4"] });
+  hub = await startHubServer({ repos: { "org/tiny": dir } });
+});
+afterAll(() => hub?.close());
+
+const request = { prompt: "Once upon a time there was", max_tokens: 24, temperature: 0 };
+
+/** Counts the model's releases (its session's). */
+function watchDispose(m: LoadedModel): { count: number } {
+  const seen = { count: 0 };
+  const dispose = m.dispose.bind(m);
+  m.dispose = async () => {
+    seen.count++;
+    await dispose();
+  };
+  return seen;
+}
+
+async function textOf(events: AsyncIterable<{ type: string; text?: string }>): Promise<string> {
+  let text = "";
+  for await (const e of events) if (e.type === "delta") text += e.text ?? "";
+  return text;
+}
+
+describe("Engine.retain", () => {
+  it("lets the running requests of a model no longer wanted finish, then releases it", async () => {
+    const engine = new Engine({ models: [dir] });
+    const m = await engine.load(dir, "fp32");
+    const released = watchDispose(m);
+    const solo = (await engine.generate({ ...request, dtype: "fp32" })).choices[0]!.text;
+
+    const events = await engine.start({ ...request, dtype: "fp32" });
+    const unloaded: string[] = [];
+    engine.setModels([]);
+    engine.retain([], (model, dtype) => unloaded.push(`${model} ${dtype}`));
+    expect(await textOf(events)).toBe(solo);
+
+    await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual([`${dir} fp32`]);
+    expect(released.count).toBe(1);
+    expect(await engine.loadStats()).toEqual([]);
+    await expect(engine.generate({ ...request, dtype: "fp32" })).rejects.toMatchObject({ code: "model_not_found" });
+  });
+
+  it("keeps a model wanted again before its requests have finished, and unloads only the other dtype", async () => {
+    const engine = new Engine({ models: [dir] });
+    const fp32 = await engine.load(dir, "fp32");
+    const q4 = await engine.load(dir, "q4");
+    const released = { fp32: watchDispose(fp32), q4: watchDispose(q4) };
+    const unloaded: string[] = [];
+
+    const events = await engine.start({ ...request, dtype: "fp32" });
+    engine.retain([], (model, dtype) => unloaded.push(dtype));
+    // The deployment's dtype changed back and forth: fp32 is wanted again, q4 not.
+    engine.retain([{ model: dir, dtype: "fp32" }], (model, dtype) => unloaded.push(dtype));
+    await textOf(events);
+
+    await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual(["q4"]);
+    expect(released).toMatchObject({ fp32: { count: 0 }, q4: { count: 1 } });
+    expect(await engine.load(dir, "fp32")).toBe(fp32);
+    expect((await engine.generate({ ...request, dtype: "fp32" })).choices[0]!.text.length).toBeGreaterThan(0);
+    expect((await engine.loadStats()).map((s) => s.dtype)).toEqual(["fp32"]);
+    await engine.dispose();
+  });
+
+  it("stops a download in progress at once", async () => {
+    // The graph stalls after its first kilobyte (for seconds): the load is still downloading.
+    hub.fault({ file: "onnx/model.onnx", after: 1024, kind: "slow", times: 1 });
+    const cacheDir = await mkdtemp(path.join(os.tmpdir(), "lmp-retain-"));
+    const hubOptions = { endpoint: hub.url, token: null, offline: false, cacheDir };
+    const engine = new Engine({ models: ["org/tiny"], loadOptions: () => ({ hub: hubOptions }) });
+    const states: string[] = [];
+    const loading = engine.load("org/tiny", "fp32", (p) => states.push(p.state));
+    await expect.poll(() => states.includes("downloading"), { timeout: 10_000 }).toBe(true);
+    const t0 = Date.now();
+    engine.retain([]);
+    await expect(loading).rejects.toMatchObject({ reason: "cancelled" });
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(await engine.loadStats()).toEqual([]);
+  });
+});
