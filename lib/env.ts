@@ -48,6 +48,11 @@ const EnvSchema = z.object({
   WORKER_HOST: z.string().min(1).default("127.0.0.1"),
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
+  /**
+   * Whether a worker refuses a model that would not fit in the memory left (the deployment then
+   * fails with `insufficient_memory`) rather than risk the OOM killer ending it. `off` to load anyway.
+   */
+  WORKER_MEMORY_CHECK: z.enum(["on", "off"]).default("on"),
   /** The model hub (or a mirror serving its API); read by the engine (workers/engine/model/hub). */
   HF_ENDPOINT: optionalUrl,
   HF_TOKEN: z.string().optional(),

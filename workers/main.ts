@@ -30,7 +30,10 @@ async function main(): Promise<void> {
     ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
     ...(await listDeployedModels(handle.db)),
   ];
-  const engine = new Engine({ models: [] });
+  const engine = new Engine({
+    models: [],
+    loadOptions: (_id, dtype) => ({ dtype, ...(e.WORKER_MEMORY_CHECK === "off" ? { availableMemory: null } : {}) }),
+  });
   const server = await startInferenceServer({
     engine,
     host: e.WORKER_HOST,

@@ -13,7 +13,8 @@ export type EngineErrorCode =
  * - offline: HF_HUB_OFFLINE is set and the model is not in the local cache;
  * - disk_full: no space left while downloading;
  * - network: the hub could not be reached or failed (5xx, reset connection, truncated body);
- * - cancelled: the load's AbortSignal fired.
+ * - cancelled: the load's AbortSignal fired;
+ * - insufficient_memory: the graph would not fit in the memory left (memory-check.ts).
  */
 export type ModelLoadFailure =
   | "not_found"
@@ -25,7 +26,8 @@ export type ModelLoadFailure =
   | "offline"
   | "disk_full"
   | "network"
-  | "cancelled";
+  | "cancelled"
+  | "insufficient_memory";
 
 export class EngineError extends Error {
   constructor(
@@ -53,6 +55,7 @@ const LOAD_CODES: Record<ModelLoadFailure, EngineErrorCode> = {
   disk_full: "internal",
   network: "internal",
   cancelled: "internal",
+  insufficient_memory: "internal",
 };
 
 /** A model loading failure, with the code its reason maps to. */

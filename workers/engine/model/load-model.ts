@@ -12,6 +12,7 @@ import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
+import { availableMemoryBytes, checkMemory, graphBytes } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { lastPositionHead, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
@@ -53,6 +54,11 @@ export interface LoadModelOptions {
   signal?: AbortSignal;
   /** Hub settings; default from the environment (see hub-config.ts). */
   hub?: Partial<HubOptions>;
+  /**
+   * The memory left for a model, checked before its graph is loaded (memory-check.ts); default
+   * the system's (availableMemoryBytes). null: no check.
+   */
+  availableMemory?: (() => number) | null;
   /** onnxruntime session settings (thread count); default onnxruntime's. */
   session?: SessionSettings;
 }
@@ -72,6 +78,10 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   }
   const folder = readModelFolder(dir, id);
   const choice = chooseGraph(id, folder.onnxFiles, dtype, folder.config);
+  if (opts.availableMemory !== null) {
+    const weights = graphBytes(dir, [choice.graph, ...choice.data]);
+    checkMemory(id, choice.graph, weights, (opts.availableMemory ?? availableMemoryBytes)());
+  }
   opts.onProgress?.({ state: "loading", dtype: choice.dtype });
 
   let tokenizer: PreTrainedTokenizer;

@@ -1,0 +1,42 @@
+// A model that would not fit in the memory left is refused before its graph is loaded.
+import { statSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { llamaModelDir } from "../testing/models";
+import { loadModel } from "./load-model";
+import { availableMemoryBytes, neededBytes } from "./memory-check";
+
+let dir: string;
+beforeAll(async () => {
+  dir = await llamaModelDir(); // the third-party checkpoint: fp16 has its weights in model_fp16.onnx_data
+});
+
+describe("memory check", () => {
+  it("refuses a graph, external data counted, that needs more than is available; loads it at the boundary", async () => {
+    const size = (f: string) => statSync(path.join(dir, "onnx", f)).size;
+    const weights = size("model_fp16.onnx") + size("model_fp16.onnx_data");
+    const need = neededBytes(weights);
+
+    const refused = loadModel(dir, { dtype: "fp16", availableMemory: () => need - 1 });
+    await expect(refused).rejects.toMatchObject({ code: "internal", reason: "insufficient_memory", param: "model" });
+    await expect(refused).rejects.toThrow(/model_fp16\.onnx.*needs about \d+ MiB of memory.*has \d+ MiB available/);
+
+    const m = await loadModel(dir, { dtype: "fp16", availableMemory: () => need });
+    expect(m.info.dtype).toBe("fp16");
+    await m.dispose();
+    // (Without the 2 MB data file counted, need - 1 would have been plenty for the 39 kB graph.)
+  });
+
+  it("can be turned off", async () => {
+    const m = await loadModel(dir, { dtype: "fp32", availableMemory: null });
+    expect(m.info.dtype).toBe("fp32");
+    await m.dispose();
+  });
+
+  it("reads what the system has left", () => {
+    const available = availableMemoryBytes();
+    expect(available).toBeGreaterThan(0);
+    expect(available).toBeLessThanOrEqual(os.totalmem());
+  });
+});
