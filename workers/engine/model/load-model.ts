@@ -12,7 +12,7 @@ import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
-import { availableMemoryBytes, checkMemory, graphBytes } from "./memory-check";
+import { availableMemoryBytes, checkMemory, graphBytes, noteLoaded, noteReleased } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { lastPositionHead, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
@@ -78,10 +78,9 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   }
   const folder = readModelFolder(dir, id);
   const choice = chooseGraph(id, folder.onnxFiles, dtype, folder.config);
-  if (opts.availableMemory !== null) {
-    const weights = graphBytes(dir, [choice.graph, ...choice.data]);
+  const weights = graphBytes(dir, [choice.graph, ...choice.data]);
+  if (opts.availableMemory !== null)
     checkMemory(id, choice.graph, weights, (opts.availableMemory ?? availableMemoryBytes)());
-  }
   opts.onProgress?.({ state: "loading", dtype: choice.dtype });
 
   let tokenizer: PreTrainedTokenizer;
@@ -124,6 +123,8 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     };
     opts.onProgress?.({ state: "ready", dtype: choice.dtype });
     const s = session;
+    noteLoaded(weights);
+    let released = false;
     return {
       id,
       dir,
@@ -133,7 +134,12 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       runner,
       session: s,
       stats: s.stats,
-      dispose: () => s.dispose(),
+      dispose: async () => {
+        if (released) return;
+        released = true;
+        noteReleased(weights);
+        await s.dispose();
+      },
     };
   } catch (e) {
     await session.dispose();

@@ -5,7 +5,7 @@ import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { llamaModelDir } from "../testing/models";
 import { loadModel } from "./load-model";
-import { availableMemoryBytes, neededBytes } from "./memory-check";
+import { availableMemoryBytes, neededBytes, reusable, trackedWeights } from "./memory-check";
 
 let dir: string;
 beforeAll(async () => {
@@ -32,6 +32,26 @@ describe("memory check", () => {
     const m = await loadModel(dir, { dtype: "fp32", availableMemory: null });
     expect(m.info.dtype).toBe("fp32");
     await m.dispose();
+  });
+
+  it("counts the heap a released model left as available, as far as the resident size still holds it", async () => {
+    const before = trackedWeights();
+    const m = await loadModel(dir, { dtype: "fp16", availableMemory: null });
+    const weights =
+      statSync(path.join(dir, "onnx/model_fp16.onnx")).size +
+      statSync(path.join(dir, "onnx/model_fp16.onnx_data")).size;
+    // Loading reuses the heap earlier releases left.
+    const reused = Math.min(before.released, weights);
+    expect(trackedWeights()).toEqual({ loaded: before.loaded + weights, released: before.released - reused });
+    await m.dispose();
+    await m.dispose(); // a second release does nothing
+    expect(trackedWeights()).toEqual({ loaded: before.loaded, released: before.released - reused + weights });
+
+    const MiB = 2 ** 20;
+    expect(reusable(500 * MiB, 0, 2048 * MiB)).toBe(500 * MiB);
+    // glibc gave most of it back: only what the resident size holds beyond the loaded models.
+    expect(reusable(500 * MiB, 0, 300 * MiB)).toBe(300 * MiB - neededBytes(0));
+    expect(reusable(500 * MiB, 1024 * MiB, 1200 * MiB)).toBe(0);
   });
 
   it("reads what the system has left", () => {

@@ -24,16 +24,50 @@ export function graphBytes(dir: string, files: readonly string[]): number {
 export const neededBytes = (weightBytes: number) => Math.ceil(weightBytes * WEIGHT_FACTOR) + OVERHEAD_BYTES;
 
 /**
+ * The weights of the models this process has loaded, and of those it has released. Released
+ * memory mostly stays in the process's heap (glibc keeps it) where the next model reuses it, but
+ * the system does not count it as available: it is added back below, as far as the resident
+ * size shows it is still there.
+ */
+const weights = { loaded: 0, released: 0 };
+
+export function noteLoaded(bytes: number): void {
+  weights.loaded += bytes;
+  weights.released = Math.max(0, weights.released - bytes);
+}
+
+export function noteReleased(bytes: number): void {
+  weights.loaded = Math.max(0, weights.loaded - bytes);
+  weights.released += bytes;
+}
+
+/**
  * The memory this process can still take: the system's MemAvailable (free memory plus what the
  * kernel can reclaim, the page cache among it), and within a container the room left under its
- * cgroup's limit, whichever is less. os.freemem() where /proc says nothing.
+ * cgroup's limit, whichever is less (os.freemem() where /proc says nothing); plus the heap that
+ * released models left, at most what the resident size holds beyond the loaded models.
  */
 export function availableMemoryBytes(): number {
   let available = memAvailable() ?? os.freemem();
   const cgroup = cgroupRoom();
   if (cgroup !== undefined) available = Math.min(available, cgroup);
-  return available;
+  return available + reusableHeap();
 }
+
+function reusableHeap(): number {
+  return weights.released === 0 ? 0 : reusable(weights.released, weights.loaded, process.memoryUsage.rss());
+}
+
+/**
+ * Of `released` bytes of weights, what the process still holds: no more than its resident size
+ * beyond what its loaded models take (less once glibc has given memory back).
+ */
+export function reusable(released: number, loaded: number, rss: number): number {
+  return Math.max(0, Math.min(released, rss - neededBytes(loaded)));
+}
+
+/** The weights loaded and released so far (tests). */
+export const trackedWeights = () => ({ ...weights });
 
 function memAvailable(): number | undefined {
   try {
