@@ -160,14 +160,22 @@ export class Engine {
     return new Scheduler(await this.registry.get(id, opts), this.opts);
   }
 
-  /** Load figures of every model loaded so far (never loads one), for the worker's /health. */
+  /**
+   * Load figures of every model loaded (never loads one), for the worker's /health and metrics:
+   * those being unloaded too while their last requests run (`retiring: 1`).
+   */
   async loadStats(): Promise<Record<string, number | string>[]> {
     const out: Record<string, number | string>[] = [];
-    for (const [key, s] of this.schedulers) {
-      const scheduler = await s.catch(() => null);
-      if (!scheduler) continue;
-      const [id, dtype] = key.split("\u0000");
-      out.push({ id: id!, dtype: dtype!, ...scheduler.stats() });
+    for (const [map, retiring] of [
+      [this.schedulers, 0],
+      [this.retiring, 1],
+    ] as const) {
+      for (const [key, s] of map) {
+        const scheduler = await s.catch(() => null);
+        if (!scheduler) continue;
+        const [id, dtype] = key.split("\u0000");
+        out.push({ id: id!, dtype: dtype!, ...scheduler.stats(), ...(retiring ? { retiring } : {}) });
+      }
     }
     return out;
   }

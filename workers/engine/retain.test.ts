@@ -47,6 +47,10 @@ describe("Engine.retain", () => {
     const unloaded: string[] = [];
     engine.setModels([]);
     engine.retain([], (model, dtype) => unloaded.push(`${model} ${dtype}`));
+    // Still counted (metrics, /health) while its request runs.
+    const [draining] = await engine.loadStats();
+    expect(draining).toMatchObject({ id: dir, dtype: "fp32", retiring: 1 });
+    expect(Number(draining!.running) + Number(draining!.queued) + Number(draining!.prefilling)).toBeGreaterThan(0);
     expect(await textOf(events)).toBe(solo);
 
     await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual([`${dir} fp32`]);
