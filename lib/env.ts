@@ -53,6 +53,11 @@ const EnvSchema = z.object({
    * fails with `insufficient_memory`) rather than risk the OOM killer ending it. `off` to load anyway.
    */
   WORKER_MEMORY_CHECK: z.enum(["on", "off"]).default("on"),
+  /**
+   * The KV cache each model's batch may come to hold, in MiB (requests wait past it; one that alone
+   * exceeds it is refused). Default: half the memory left once the model is loaded.
+   */
+  WORKER_KV_CACHE_MB: positiveInt.optional(),
   /** The model hub (or a mirror serving its API); read by the engine (workers/engine/model/hub). */
   HF_ENDPOINT: optionalUrl,
   HF_TOKEN: z.string().optional(),

@@ -32,6 +32,7 @@ async function main(): Promise<void> {
   ];
   const engine = new Engine({
     models: [],
+    ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
     loadOptions: (_id, dtype) => ({ dtype, ...(e.WORKER_MEMORY_CHECK === "off" ? { availableMemory: null } : {}) }),
   });
   const server = await startInferenceServer({

@@ -11,6 +11,7 @@ import type {
 } from "@/lib/contracts/generation";
 import { EngineError, loadError } from "./errors";
 import type { LoadedModel, LoadModelOptions } from "./model/load-model";
+import { availableMemoryBytes } from "./model/memory-check";
 import { isDtypeChoice, type DtypeChoice } from "./model/dtypes";
 import type { ModelRegistry } from "./model/registry";
 import { planRequest } from "./request-plan";
@@ -157,7 +158,11 @@ export class Engine {
   private async createScheduler(id: string, opts: LoadModelOptions | undefined): Promise<Scheduler> {
     const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model/registry"), import("./scheduler")]);
     this.registry ??= new ModelRegistry();
-    return new Scheduler(await this.registry.get(id, opts), this.opts);
+    const model = await this.registry.get(id, opts);
+    // Without a configured budget, half the memory left once the model is in: room for this
+    // model's requests to grow their caches without the worker being OOM-killed, and for others.
+    const kvBudgetBytes = this.opts.kvBudgetBytes ?? Math.max(256 * 2 ** 20, availableMemoryBytes() / 2);
+    return new Scheduler(model, { ...this.opts, kvBudgetBytes });
   }
 
   /**

@@ -46,6 +46,13 @@ export interface SchedulerOptions {
    * requests that follow one another reuse them instead of faulting in new memory each time.
    */
   kvReleaseMs?: number;
+  /**
+   * The most KV cache the batch may come to hold: a request is admitted only if the batch, with
+   * it, fits when every row reaches its prompt + max_tokens (rows are padded to the longest);
+   * otherwise it waits for rows to finish. A request that alone would not fit is refused.
+   * Default: no limit (the engine sets one from the memory left, see Engine).
+   */
+  kvBudgetBytes?: number;
 }
 
 interface Row {
@@ -77,6 +84,9 @@ export class Scheduler {
   private looping = false;
   private preferPrefill = true;
   private idleWaiters: (() => void)[] = [];
+  private readonly kvBudgetBytes: number;
+  /** Cache bytes one token of one row takes (every layer's key and value). */
+  private readonly kvBytesPerToken: number;
 
   constructor(
     readonly model: LoadedModel,
@@ -86,6 +96,14 @@ export class Scheduler {
     this.maxQueue = opts.maxQueue ?? 64;
     this.prefillChunk = opts.prefillChunk ?? 128;
     this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
+    this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
+    const { kv } = model.info.graph;
+    this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
+  }
+
+  /** The cache a batch of `rows` rows takes when its longest reaches `span` tokens. */
+  private kvBytes(rows: number, span: number): number {
+    return rows * span * this.kvBytesPerToken;
   }
 
   /** Current load, for tests, metrics and the worker's registry. */
@@ -137,6 +155,16 @@ export class Scheduler {
       );
     }
     if (signal?.aborted) throw abortError();
+    const alone = this.kvBytes(n, spanOf(plan));
+    if (alone > this.kvBudgetBytes) {
+      const mib = (b: number) => `${Math.ceil(b / 2 ** 20)} MiB`;
+      throw new EngineError(
+        "invalid_request",
+        `this request's KV cache would take ${mib(alone)} (${n} × ${spanOf(plan)} tokens: prompt + max_tokens), ` +
+          `more than this worker's KV cache budget of ${mib(this.kvBudgetBytes)}; lower max_tokens or n`,
+        "max_tokens",
+      );
+    }
     const job = this.createJob(plan);
     signal?.addEventListener("abort", () => this.cancel(job), { once: true });
     const queue = this.queues.get(job.tenant);
@@ -268,6 +296,13 @@ export class Scheduler {
     const n = next.plan.request.n;
     const occupied = this.rows.length + this.joiners.length;
     if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
+    // The cache the batch would come to hold with it; past the budget it waits for rows to end
+    // (it fits alone: submit checked).
+    if (occupied > 0 && this.kvBudgetBytes !== Infinity) {
+      let span = spanOf(next.plan);
+      for (const r of [...this.rows, ...this.joiners.map((j) => j.row)]) span = Math.max(span, spanOf(r.job.plan));
+      if (this.kvBytes(occupied + n, span) > this.kvBudgetBytes) return;
+    }
     this.dequeue(next);
     this.prefilling = next;
     const times = this.times.get(next);
@@ -461,3 +496,6 @@ export function keptSlots(alive: readonly boolean[]): number[] {
   for (let i = 0, t = 0; i < size; i++) keep.push(alive[i] ? i : tail[t++]);
   return keep;
 }
+
+/** The tokens a request's rows may come to hold: its prompt and max_tokens. */
+const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;
