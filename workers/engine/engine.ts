@@ -99,7 +99,8 @@ export class Engine {
       if (scheduler.busy) continue;
       scheduler.close();
       this.retiring.delete(key);
-      await this.registry?.release(scheduler.model);
+      const [id, dtype] = key.split("\u0000");
+      await this.registry?.release(id!, dtype!);
       return true;
     }
   }

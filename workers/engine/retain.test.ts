@@ -80,6 +80,25 @@ describe("Engine.retain", () => {
     await engine.dispose();
   });
 
+  it("releases a model without waiting for another one's download", async () => {
+    hub.fault({ file: "onnx/model.onnx", after: 1024, kind: "slow", times: 1 }); // stalls for 2 s
+    const cacheDir = await mkdtemp(path.join(os.tmpdir(), "lmp-retain-"));
+    const hubOptions = { endpoint: hub.url, token: null, offline: false, cacheDir };
+    const engine = new Engine({ models: [dir, "org/tiny"], loadOptions: () => ({ hub: hubOptions }) });
+    const states: string[] = [];
+    // The download first: it comes before the local model in every list the engine keeps.
+    const downloading = engine.load("org/tiny", "fp32", (p) => states.push(p.state));
+    await expect.poll(() => states.includes("downloading"), { timeout: 10_000 }).toBe(true);
+    await engine.load(dir, "q4");
+    const unloaded: string[] = [];
+    const t0 = Date.now();
+    engine.retain([{ model: "org/tiny", dtype: "fp32" }], (model, dtype) => unloaded.push(`${model} ${dtype}`));
+    await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual([`${dir} q4`]);
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    await downloading;
+    await engine.dispose();
+  });
+
   it("stops a download in progress at once", async () => {
     // The graph stalls after its first kilobyte (for seconds): the load is still downloading.
     hub.fault({ file: "onnx/model.onnx", after: 1024, kind: "slow", times: 1 });

@@ -15,14 +15,13 @@ export class ModelRegistry {
     return entry.model;
   }
 
-  /** Forgets a loaded model and releases its session (nothing may use it any more). */
-  async release(model: LoadedModel): Promise<void> {
-    for (const [key, e] of this.models) {
-      if ((await e.model.catch(() => null)) !== model) continue;
-      this.models.delete(key);
-      await model.dispose();
-      return;
-    }
+  /** Forgets the model loaded for (id, dtype) and releases its session (nothing may use it any more). */
+  async release(id: string, dtype: string): Promise<void> {
+    const key = `${id}\u0000${dtype}`;
+    const entry = this.models.get(key);
+    if (!entry) return;
+    this.models.delete(key);
+    await (await entry.model.catch(() => null))?.dispose();
   }
 
   loadedIds(): string[] {
