@@ -127,6 +127,9 @@ export class Engine {
     const base = this.opts.loadOptions?.(id, dtype ?? "auto");
     const chosen = dtype ?? base?.dtype ?? "auto";
     const key = schedulerKey(id, chosen);
+    const retired = this.retiring.get(key);
+    // A retired load that was cancelled mid-download fails: start it again instead.
+    if (retired && this.loads.get(retired)?.signal.aborted) this.retiring.delete(key);
     let s = this.schedulers.get(key) ?? this.retiring.get(key);
     if (s) {
       this.retiring.delete(key);

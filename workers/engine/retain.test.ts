@@ -110,8 +110,16 @@ describe("Engine.retain", () => {
     await expect.poll(() => states.includes("downloading"), { timeout: 10_000 }).toBe(true);
     const t0 = Date.now();
     engine.retain([]);
+    // Wanted again at once, before the cancelled load has even failed.
+    const rewanted = engine.load("org/tiny", "fp32");
     await expect(loading).rejects.toMatchObject({ reason: "cancelled" });
     expect(Date.now() - t0).toBeLessThan(1_000);
-    expect(await engine.loadStats()).toEqual([]);
+    // A new load, resuming the partial file, not the cancelled one.
+    const again = await rewanted;
+    expect(again.info.dtype).toBe("fp32");
+    expect((await engine.loadStats()).map((l) => [l.id, l.dtype, l.retiring])).toEqual([
+      ["org/tiny", "fp32", undefined],
+    ]);
+    await engine.dispose();
   });
 });

@@ -2,15 +2,27 @@
 import { loadModel, type LoadedModel, type LoadModelOptions } from "./load-model";
 
 export class ModelRegistry {
-  private readonly models = new Map<string, { id: string; model: Promise<LoadedModel> }>();
+  private readonly models = new Map<string, { id: string; model: Promise<LoadedModel>; signal?: AbortSignal }>();
 
   get(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
     const key = `${id}\u0000${opts.dtype ?? "auto"}`;
     let entry = this.models.get(key);
+    if (entry?.signal?.aborted) {
+      // A cancelled load is not waited for: a new one starts (a download resumes its partial
+      // file). Should the cancelled one still finish, its model is released.
+      void entry.model.then(
+        (m) => m.dispose(),
+        () => {},
+      );
+      entry = undefined;
+    }
     if (!entry) {
-      entry = { id, model: loadModel(id, opts) };
-      this.models.set(key, entry);
-      entry.model.catch(() => this.models.delete(key));
+      const created = { id, model: loadModel(id, opts), signal: opts.signal };
+      entry = created;
+      this.models.set(key, created);
+      created.model.catch(() => {
+        if (this.models.get(key) === created) this.models.delete(key);
+      });
     }
     return entry.model;
   }
