@@ -20,6 +20,8 @@ export class ModelSupervisor {
   private states = new Map<string, ModelState>();
   /** The keys of the last sync: a load that ends after its key left them publishes nothing. */
   private wanted = new Set<string>();
+  /** Each key's latest load: an earlier one (cancelled when its key left) publishes nothing. */
+  private loads = new Map<string, object>();
   private failedAt = new Map<string, number>();
   private publishing: Promise<void> | null = null;
   private dirty = false;
@@ -55,8 +57,12 @@ export class ModelSupervisor {
   }
 
   private load(w: Served, key: string): void {
+    const token = {};
+    this.loads.set(key, token);
+    const current = () => this.loads.get(key) === token && this.wanted.has(key);
     this.set(key, { state: "pending" });
     const progress = (p: LoadProgress) => {
+      if (!current()) return;
       if (p.state === "downloading")
         this.set(key, { state: "downloading", dtype: p.dtype, done: p.done, total: p.total });
       else if (p.state === "loading") this.set(key, { state: "loading", dtype: p.dtype });
@@ -64,12 +70,12 @@ export class ModelSupervisor {
     this.engine
       .load(w.model, w.dtype, progress)
       .then((m) => {
-        if (!this.wanted.has(key)) return;
+        if (!current()) return;
         this.set(key, { state: "ready", dtype: m.info.dtype }, true);
         this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready`);
       })
       .catch((err: unknown) => {
-        if (!this.wanted.has(key)) return;
+        if (!current()) return;
         const message = (err as Error)?.message ?? String(err);
         this.failedAt.set(key, Date.now());
         this.set(key, { state: "failed", error: message, reason: isEngineError(err) ? err.reason : undefined }, true);

@@ -1,6 +1,6 @@
 import type { InvalidReason } from "@/lib/contracts/dataset-options";
 
-// Bytes that never occur in UTF-8: they frame a conversation's key (conversation-key.ts) so that
+// Bytes that never occur in UTF-8: they frame a conversation's key (conversationKey, sample-checks.ts) so that
 // no two conversations share one, whatever their text holds.
 export const KEY_END = 0xff;
 export const KEY_JSON = 0xfe;
@@ -41,7 +41,7 @@ for (const [c, b] of [
  * definition of the rules.
  *
  * After a successful `read`, `refusal` is what openAiChatRefusal would say, and `key` (its first
- * `keyLength` bytes) the bytes conversationKey (conversation-key.ts) gives the parsed messages:
+ * `keyLength` bytes) the bytes conversationKey (sample-checks.ts) gives the parsed messages:
  * per message its role, KEY_END, its content unescaped and trimmed as `String.prototype.trim`
  * does, KEY_END, KEY_END (no other field).
  */

@@ -1,0 +1,74 @@
+// The supervisor publishes each wanted model's state; a load that ends after its deployment left,
+// or that a newer load replaced, publishes nothing.
+import { describe, expect, it } from "vitest";
+import type { ModelState } from "@/lib/contracts/models";
+import type { Engine } from "./engine/engine";
+import { loadError } from "./engine/errors";
+import { ModelSupervisor } from "./model-supervisor";
+
+/** An engine whose loads the test settles by hand. */
+function fakeEngine() {
+  const loads: { model: string; resolve: (m: unknown) => void; reject: (e: unknown) => void }[] = [];
+  const retained: string[][] = [];
+  const engine = {
+    setModels: () => {},
+    retain: (keep: { model: string; dtype: string }[]) => retained.push(keep.map((k) => `${k.model}#${k.dtype}`)),
+    load: (model: string) =>
+      new Promise((resolve, reject) => {
+        loads.push({ model, resolve, reject });
+      }),
+  };
+  return { engine: engine as unknown as Engine, loads, retained };
+}
+
+const loaded = { info: { dtype: "fp32", layout: "padded" } };
+
+describe("ModelSupervisor", () => {
+  it("ignores a cancelled load when the deployment came back meanwhile, and publishes the new one", async () => {
+    const { engine, loads, retained } = fakeEngine();
+    let states: Record<string, ModelState> = {};
+    const supervisor = new ModelSupervisor(
+      engine,
+      async (_ready, s) => void (states = s),
+      0,
+      () => {},
+    );
+    const a = { model: "org/a", dtype: "fp32" as const };
+
+    supervisor.sync([a]);
+    supervisor.sync([]); // deleted: the engine is told to keep nothing
+    expect(retained.at(-1)).toEqual([]);
+    supervisor.sync([a]); // created again: a second load
+    expect(loads).toHaveLength(2);
+
+    loads[0]!.reject(loadError("cancelled", "the model is no longer deployed"));
+    await supervisor.flush();
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(states["org/a#fp32"]?.state).toBe("pending");
+
+    loads[1]!.resolve(loaded);
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(states["org/a#fp32"]?.state).toBe("ready");
+    expect(supervisor.readyKeys()).toEqual(["org/a#fp32"]);
+  });
+
+  it("publishes nothing for a load that ends after its deployment was deleted", async () => {
+    const { engine, loads } = fakeEngine();
+    let states: Record<string, ModelState> = {};
+    const supervisor = new ModelSupervisor(
+      engine,
+      async (_ready, s) => void (states = s),
+      0,
+      () => {},
+    );
+    supervisor.sync([{ model: "org/b", dtype: "q4" }]);
+    supervisor.sync([]);
+    loads[0]!.resolve(loaded);
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(states).toEqual({});
+    expect(supervisor.readyKeys()).toEqual([]);
+  });
+});
