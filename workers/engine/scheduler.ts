@@ -273,8 +273,11 @@ export class Scheduler {
   private admit() {
     if (this.queued === 0) return;
     const running = new Map<string, number>();
-    for (const r of [...this.rows, ...this.joiners.map((j) => j.row)])
+    let longest = 0; // the longest span among the batch's rows
+    for (const r of [...this.rows, ...this.joiners.map((j) => j.row)]) {
       running.set(r.job.tenant, (running.get(r.job.tenant) ?? 0) + 1);
+      longest = Math.max(longest, spanOf(r.job.plan));
+    }
     if (this.prefilling) {
       const parked = this.prefilling;
       if (!running.get(parked.tenant) || !this.newcomerWaiting(running)) return;
@@ -298,11 +301,7 @@ export class Scheduler {
     if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
     // The cache the batch would come to hold with it; past the budget it waits for rows to end
     // (it fits alone: submit checked).
-    if (occupied > 0 && this.kvBudgetBytes !== Infinity) {
-      let span = spanOf(next.plan);
-      for (const r of [...this.rows, ...this.joiners.map((j) => j.row)]) span = Math.max(span, spanOf(r.job.plan));
-      if (this.kvBytes(occupied + n, span) > this.kvBudgetBytes) return;
-    }
+    if (occupied > 0 && this.kvBytes(occupied + n, Math.max(longest, spanOf(next.plan))) > this.kvBudgetBytes) return;
     this.dequeue(next);
     this.prefilling = next;
     const times = this.times.get(next);

@@ -5,7 +5,7 @@ export class ModelRegistry {
   private readonly models = new Map<string, { id: string; model: Promise<LoadedModel>; signal?: AbortSignal }>();
 
   get(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
-    const key = `${id}\u0000${opts.dtype ?? "auto"}`;
+    const key = keyOf(id, opts.dtype ?? "auto");
     let entry = this.models.get(key);
     if (entry?.signal?.aborted) {
       // A cancelled load is not waited for: a new one starts (a download resumes its partial
@@ -29,7 +29,7 @@ export class ModelRegistry {
 
   /** Forgets the model loaded for (id, dtype) and releases its session (nothing may use it any more). */
   async release(id: string, dtype: string): Promise<void> {
-    const key = `${id}\u0000${dtype}`;
+    const key = keyOf(id, dtype);
     const entry = this.models.get(key);
     if (!entry) return;
     this.models.delete(key);
@@ -48,3 +48,5 @@ export class ModelRegistry {
     this.models.clear();
   }
 }
+
+const keyOf = (id: string, dtype: string) => `${id}\u0000${dtype}`;
