@@ -129,6 +129,17 @@ describe("PlainConversation", () => {
     }
   });
 
+  it("reads lines longer than its first key buffer, the shortest first", () => {
+    const reader = new PlainConversation();
+    for (const content of ["x", '\n"é中😀\t'.repeat(3000), " a ".repeat(5000)]) {
+      const text = line([
+        { role: "user", content },
+        { role: "assistant", content: content.slice(0, 100) },
+      ]);
+      expect(read(reader, text)).toEqual(parsed(text));
+    }
+  });
+
   it("reads an empty conversation as one without an assistant message", () => {
     const reader = new PlainConversation();
     expect(read(reader, '{"messages": []}')).toEqual({ refusal: "no_assistant_message", key: "" });

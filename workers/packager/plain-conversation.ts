@@ -1,7 +1,7 @@
 import type { InvalidReason } from "@/lib/contracts/dataset-options";
 
-// Bytes that never occur in UTF-8: they frame a conversation's key (conversationKey, sample-checks.ts) so that
-// no two conversations share one, whatever their text holds.
+// Bytes that never occur in UTF-8: they frame a conversation's key (conversationKey in
+// sample-checks.ts) so that no two conversations share one, whatever their text holds.
 export const KEY_END = 0xff;
 export const KEY_JSON = 0xfe;
 export const KEY_NULL = 0xfd;
@@ -13,7 +13,10 @@ const RECORD_KEY = Buffer.from(', "messages": ');
 const MESSAGE_START = Buffer.from('{"role": ');
 const CONTENT_KEY = Buffer.from(', "content": ');
 const ROLES = ["system", "user", "assistant", "tool"].map((r) => Buffer.from(r));
-const [SYSTEM, , ASSISTANT, , UNKNOWN] = [0, 1, 2, 3, 4];
+/** roleOf's answers: an index into ROLES, or UNKNOWN. */
+const SYSTEM = 0;
+const ASSISTANT = 2;
+const UNKNOWN = ROLES.length;
 /** The one-character JSON escapes, by the byte after the backslash. */
 const ESCAPED = new Int16Array(128).fill(-1);
 for (const [c, b] of [
@@ -68,8 +71,9 @@ export class PlainConversation {
     const last = end - 2; // the array's `]`
     if (data[last] !== 0x5d) return false;
     at++;
-    // Room for every byte of the line and the framing: a string never unescapes longer.
-    if (this.key.length < 3 * (end - start) + 16) this.key = Buffer.allocUnsafe(3 * (end - start) + 16);
+    // The key is never longer than the line: unescaping only shortens a string, and a message's
+    // three framing bytes stand in for its 27 bytes of keys, quotes and braces.
+    if (this.key.length < end - start) this.key = Buffer.allocUnsafe(end - start);
     const key = this.key;
     let length = 0;
     let unknownRole = false;
