@@ -1,4 +1,4 @@
-// `npm run bench -- upstream [--quick] [--upstream-ttft-ms N] [--embedded]`: an upstream
+// `npm run bench -- upstream [--quick] [--tokens N] [--upstream-ttft-ms N] [--embedded]`: an upstream
 // deployment (production app, real Postgres, no worker) in front of a local OpenAI-compatible
 // server that streams as fast as it can (one token per SSE event, a turn of the event loop between
 // them), against the same server called straight. Figures, measured in the same run:
@@ -8,6 +8,8 @@
 //   throughput_vs_direct  tokens/s of 32 concurrent streams through the app / straight (goal ≥ 0.95)
 //   ttft_vs_direct_at_20ms the same ratio against a second upstream that waits 20 ms before its
 //                         first token (a GPU server's prefill; `--realistic-ttft-ms N` to change)
+// `--tokens N` sets the tokens of each throughput stream (default 256): short answers weigh the
+// app's cost per request, long ones its cost per token (both are printed).
 // `--upstream-ttft-ms` makes the main upstream wait that long before its first token too; by
 // default it answers at once, which makes the ratio the hardest it can be. The CPU time each
 // process spent per token in the throughput phases is printed too (the machine has few cores:
@@ -171,7 +173,7 @@ export default async function bench(args: string[]) {
 
     // Throughput: 32 concurrent streams for a while, each side on its own.
     const streams = 32;
-    const tokensPer = quick ? 64 : 256;
+    const tokensPer = arg(args, "--tokens", quick ? 64 : 256);
     const seconds = quick ? 3 : 8;
     const rate = async (label: string, fn: (body: Record<string, unknown>) => ReturnType<typeof stream>) => {
       const deadline = performance.now() + seconds * 1000;
@@ -179,22 +181,26 @@ export default async function bench(args: string[]) {
       const cpu0 = { app: cpuSeconds(app!.pid), upstream: cpuSeconds(upstream.pid), self: process.cpuUsage() };
       let tokens = 0;
       let reads = 0;
+      let requests = 0;
       await Promise.all(
         Array.from({ length: streams }, async () => {
           while (performance.now() < deadline) {
             const r = await fn({ prompt: "Go", max_tokens: tokensPer });
             tokens += r.tokens;
             reads += r.reads;
+            requests++;
           }
         }),
       );
       const elapsed = (performance.now() - start) / 1000;
       const self = process.cpuUsage(cpu0.self);
       const perToken = (s: number) => ((s * 1e6) / tokens).toFixed(1);
+      const appCpu = cpuSeconds(app!.pid) - cpu0.app;
       console.log(
-        `  ${label}: ${Math.round(tokens / elapsed)} tokens/s; CPU µs per token: ` +
-          `app ${perToken(cpuSeconds(app!.pid) - cpu0.app)}, upstream ${perToken(cpuSeconds(upstream.pid) - cpu0.upstream)}, ` +
-          `load generator ${perToken((self.user + self.system) / 1e6)}; ${(tokens / reads).toFixed(2)} tokens per read`,
+        `  ${label}: ${Math.round(tokens / elapsed)} tokens/s, ${Math.round(requests / elapsed)} requests/s; CPU µs per token: ` +
+          `app ${perToken(appCpu)}, upstream ${perToken(cpuSeconds(upstream.pid) - cpu0.upstream)}, ` +
+          `load generator ${perToken((self.user + self.system) / 1e6)}; app CPU ms per request ${((appCpu * 1e3) / requests).toFixed(3)}; ` +
+          `${(tokens / reads).toFixed(2)} tokens per read`,
       );
       return tokens / elapsed;
     };
