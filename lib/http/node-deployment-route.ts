@@ -2,7 +2,10 @@
 // API route (pages/api/deployments/[team]/[name].ts, mapped onto its public path by a rewrite in
 // next.config.mjs) for the reason nodeApiRoute gives: an App Router handler costs ~1 ms of CPU per
 // request more (web Request, Response and ReadableStream around the Node ones), which a deployment
-// in front of a fast upstream server pays on every completion (`npm run bench -- upstream`).
+// in front of a fast upstream server pays on every completion (`npm run bench -- upstream`). The
+// production server (scripts/lib/app-server.mjs) calls the route's handler itself, without
+// Next's routing: it gets a plain Node request with `query` holding `team` and `name`, and nothing
+// else of Next's, so the handler must not rely on more.
 // Request id, model-key auth (header, or `?authorization=` on GET for the browser's EventSource,
 // which cannot send headers), the deployment the key may call, the key's rate-limit headers and
 // CORS on every answer, error mapping, an abort signal that fires when the client goes away, and

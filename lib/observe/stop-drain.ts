@@ -1,9 +1,10 @@
 // Writes still held in memory when the app is told to stop (usage counts summed for
 // USAGE_FLUSH_MS, captured samples on their way to the database) are finished before it exits.
-// Next.js' own SIGTERM / SIGINT handler closes the server, lets the requests in flight finish,
-// and then calls process.exit: that last call is held until every drainer has run, for at most
-// STOP_DRAIN_MS (10 s by default), so a database that no longer answers cannot hold the stop
-// back (the launcher's SHUTDOWN_GRACE_SECONDS bounds it too). Kept on globalThis, like the
+// The app server's SIGTERM / SIGINT handler (scripts/lib/app-server.mjs, as `next start`'s) closes
+// the server, lets the requests in flight finish, and then calls process.exit: that last call is
+// held until every drainer has run, for at most STOP_DRAIN_MS (10 s by default), so a database
+// that no longer answers cannot hold the stop back (the launcher's SHUTDOWN_GRACE_SECONDS bounds
+// it too). Kept on globalThis, like the
 // recorders themselves: the App and Pages Router bundles each load their own copy of this module.
 import { env } from "../env";
 import { logger } from "./log";

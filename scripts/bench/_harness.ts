@@ -43,7 +43,7 @@ export { freePort };
 /** Limits a benchmark's team never reaches. */
 export const UNLIMITED = { requestsPerMinute: 100_000_000, tokensPerMinute: 100_000_000, concurrentStreams: 10_000 };
 
-/** The production build (`next start`) against `databaseUrl`. */
+/** The production build (the app server of `npm start`) against `databaseUrl`. */
 export async function startProductionApp(
   databaseUrl: string,
   env: Record<string, string> = {},

@@ -7,6 +7,7 @@ import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
+import { startFakeUpstream } from "../helpers/fake-upstream";
 import { ownWorld } from "../helpers/own-world";
 
 it("SIGTERM: the app finishes the request, then writes its usage counts and captures, then exits", async () => {
@@ -36,7 +37,7 @@ it("SIGTERM: the app finishes the request, then writes its usage counts and capt
 
     const exited = new Promise<number | null>((r) => app.child.once("exit", (code) => r(code)));
     app.child.kill("SIGTERM");
-    expect(await exited).toBe(143); // Next.js' own exit, held until the drain ended
+    expect(await exited).toBe(143); // the server's own exit, held until the drain ended
     expect([...(await counted())].map((r) => ({ ...r }))).toEqual([
       { requests: 1, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens },
     ]);
@@ -44,6 +45,58 @@ it("SIGTERM: the app finishes the request, then writes its usage counts and capt
     expect(samples.length).toBe(1);
     expect(app.logs.join("")).toContain("pending writes finished before stopping");
   } finally {
+    await world.close();
+  }
+}, 120_000);
+
+it("SIGTERM: a stream in flight runs to its end before the app exits", async () => {
+  const world = await ownWorld("stop-stream");
+  const { app, handle } = world;
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const ev = (text: string, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
+  // The upstream sends one token, then holds the rest until the test lets it go on.
+  const up = await startFakeUpstream("vllm", {
+    type: "raw",
+    writes: [ev("Hello"), () => held, ev(" world", "stop") + "data: [DONE]\n\n"],
+  });
+  try {
+    // The production server's first line says whether it serves this endpoint itself.
+    expect(app.logs.join("")).toContain("Deployment endpoints: served by their route directly");
+    const team = await createTeam(handle.db, { slug: "stopping-stream" });
+    const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
+    await createDeployment(handle.db, {
+      teamId: team.id,
+      name: "up",
+      upstream: { kind: "vllm", urls: [up.url], model: "m" },
+    });
+    const res = await fetch(`${app.url}/deployments/stopping-stream/up`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hi", stream: true }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-frame-options")).toBe("DENY"); // next.config.mjs's headers, on this path too
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("Hello")) text += (await reader.read()).value ?? "";
+
+    let exitCode: number | null | undefined;
+    const exited = new Promise<void>((r) => app.child.once("exit", (code) => ((exitCode = code), r())));
+    app.child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(exitCode, "the app exited with a stream still open").toBeUndefined();
+
+    release();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += r.value;
+    expect(text).toContain(`"completion":" world"`);
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    await exited;
+    expect(exitCode).toBe(143);
+  } finally {
+    release();
+    await up.close();
     await world.close();
   }
 }, 120_000);

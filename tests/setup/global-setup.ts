@@ -12,7 +12,7 @@ import { cachedTinyModel } from "../../scripts/tiny-model/generate";
  * One database and one production app server per integration project:
  * `embedded` (a throwaway embedded PostgreSQL 18) or `postgres` (the server at TEST_DATABASE_URL),
  * each with a fresh database for the suite.
- * The app is the built one (`next start`); `npm test` builds it first.
+ * The app is the built one, started as `npm start` starts it; `npm test` builds it first.
  */
 declare module "vitest" {
   export interface ProvidedContext {
