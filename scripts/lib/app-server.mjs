@@ -20,6 +20,9 @@ import http from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
 
+// As `next start` sets it (React and Next pick their production builds by it when loaded).
+process.env.NODE_ENV ||= "production";
+
 const require = createRequire(import.meta.url);
 const root = path.resolve(import.meta.dirname, "../..");
 const distDir = path.join(root, process.env.NEXT_DIST_DIR || ".next");
