@@ -1,17 +1,20 @@
 // The web app's production server: `next start`'s job (the production build, every page and
-// route through Next.js), with one short cut. The deployment endpoints (/deployments/{team}/{name})
-// go straight to their Pages Router API route's handler, the one Next.js itself would run after
-// routing there by the rewrite in next.config.mjs. Next's routing (its router, the rewrite
-// matching, the Pages Router's API runtime) cost about 0.9 ms of CPU per completion, more than
-// everything else the app does for one in front of a fast upstream server: with the short cut,
-// `npm run bench -- upstream --tokens 32` measured 0.70 against 1.59 ms of app CPU per completion,
-// and the time to first token through the app 1.3 against 2.9 ms above the upstream's own.
+// route through Next.js), with one short cut. The routes written against the plain Node request
+// and response (lib/http/node-deployment-route.ts, lib/http/node-api-route.ts: the deployment
+// endpoints and the pipelines' add, add-batch and import) are handed straight to their Pages
+// Router API route's handler, the one Next.js itself would run after routing the request there by
+// its rewrite in next.config.mjs. Next's routing (its router, the rewrite matching, the Pages
+// Router's API runtime) cost more CPU per request than what these routes do for one: in front of
+// a fast upstream server (`npm run bench -- upstream --tokens 32`), 0.70 against 1.59 ms of app
+// CPU per completion, and the time to first token through the app 1.3 against 2.9 ms above the
+// upstream's own.
 //
-// The handler is the same module instance Next.js runs (its build's route entry, found through
-// the build's pages manifest), so caches, metrics and limits are shared. The response headers that
-// next.config.mjs gives every path are set from the build's routes manifest. When the build does
-// not map the endpoint exactly so (the rewrite or the route changed), or a header rule depends on
-// the request, every request goes through Next.js as before, and the first line printed says why.
+// Each handler is the same module instance Next.js runs (its build's route entry, found through
+// the build's pages manifest), so caches, metrics and limits are shared; it gets the request as
+// Next.js would pass it (`req.url` rewritten to the route's path, `req.query` its path segments).
+// The response headers that next.config.mjs gives the path are set from the build's routes
+// manifest. A route that the build does not map exactly so (its rewrite changed, a header rule
+// depends on the request) goes through Next.js as before, and the first line printed says so.
 //
 // Started as `node app-server.mjs -p PORT` (scripts/lib/app-process.ts). SIGTERM or SIGINT: stop
 // taking connections, let the requests in flight finish (streams included), close Next.js, exit
@@ -30,68 +33,116 @@ const distDir = path.join(root, process.env.NEXT_DIST_DIR || ".next");
 const portArg = process.argv.indexOf("-p");
 const port = Number(portArg >= 0 ? process.argv[portArg + 1] : process.env.PORT || 3000);
 
-/** The public path of the endpoint, its route file's page, and the rewrite between them. */
-const ENDPOINT = {
-  source: "/deployments/:team/:name",
-  destination: "/api/deployments/:team/:name",
-  page: "/api/deployments/[team]/[name]",
-  path: /^\/deployments\/([^/?#]+)\/([^/?#]+)(?:\?|$)/,
-};
+/** The routes served directly: their handlers use nothing of Next's request or response. */
+const DIRECT_PAGES = [
+  "/api/deployments/[team]/[name]",
+  "/api/v1/pipelines/[id]/add",
+  "/api/v1/pipelines/[id]/add-batch",
+  "/api/v1/pipelines/[id]/import",
+];
 
 /**
- * The endpoint's handler and the headers Next.js would add to its answers, or why the build does
- * not allow the short cut.
- * @returns {Promise<{ handler: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>, headers: [string, string][] } | { reason: string }>}
+ * @typedef {{ page: string, pattern: RegExp, names: string[], destination: string,
+ *   handler: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>,
+ *   headers: [string, string][] }} Shortcut
  */
-async function shortCut() {
-  const routes = require(path.join(distDir, "routes-manifest.json"));
-  const rewrites = Array.isArray(routes.rewrites) ? routes.rewrites : (routes.rewrites?.beforeFiles ?? []);
-  const mapped = rewrites.some(
-    (r) => r.source === ENDPOINT.source && r.destination === ENDPOINT.destination && !r.has && !r.missing,
+
+/** A rewrite's `:name` segments, or null when it has anything else (a regex, a modifier). */
+function simpleSegments(route) {
+  const segments = route.split("/").slice(1);
+  if (segments.some((s) => s.startsWith(":") && !/^:\w+$/.test(s))) return null;
+  if (segments.some((s) => !s.startsWith(":") && /[:()*+?]/.test(s))) return null;
+  return segments;
+}
+
+/** The short cut to `page`, or why there is none. */
+async function shortcut(page, routes, pages) {
+  const entry = pages[page];
+  if (!entry) return { page, reason: "not in the build's pages manifest" };
+  const destination = page.replace(/\[(\w+)\]/g, ":$1");
+  const rewrite = (routes.rewrites?.beforeFiles ?? []).find((r) => r.destination === destination);
+  if (!rewrite || rewrite.has || rewrite.missing) return { page, reason: "no plain rewrite to it" };
+  const from = simpleSegments(rewrite.source);
+  const to = simpleSegments(destination);
+  const params = (segments) =>
+    segments
+      .filter((s) => s.startsWith(":"))
+      .map((s) => s.slice(1))
+      .sort()
+      .join();
+  if (!from || !to || params(from) !== params(to))
+    return { page, reason: `its rewrite (${rewrite.source}) is not plain` };
+  const names = from.filter((s) => s.startsWith(":")).map((s) => s.slice(1));
+  const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const pattern = new RegExp(
+    "^/" + from.map((s) => (s.startsWith(":") ? "([^/?#]+)" : escape(s))).join("/") + "(?:\\?|$)",
   );
-  if (!mapped) return { reason: `no rewrite of ${ENDPOINT.source} to ${ENDPOINT.destination} in the build` };
-  const sample = "/deployments/team/name";
+  const sample = "/" + from.map((s) => (s.startsWith(":") ? "x" : s)).join("/");
+  const matching = (list) => (list ?? []).filter((r) => new RegExp(r.regex).test(sample));
+  if (matching(routes.redirects).length > 0) return { page, reason: "a redirect applies to its path" };
+  if (matching(routes.rewrites?.beforeFiles).length !== 1) return { page, reason: "other rewrites apply to its path" };
   const rules = (routes.headers ?? []).filter((h) => new RegExp(h.regex).test(sample));
-  if (rules.some((h) => h.has || h.missing))
-    return { reason: "a header rule of next.config.mjs depends on the request" };
-  const entry = require(path.join(distDir, "server/pages-manifest.json"))[ENDPOINT.page];
-  if (!entry) return { reason: `no ${ENDPOINT.page} in the build's pages manifest` };
+  if (rules.some((h) => h.has || h.missing)) return { page, reason: "a header rule for it depends on the request" };
   // A Turbopack entry is an async module: its exports come with a promise.
   const route = await require(path.join(distDir, "server", entry));
-  if (typeof route?.default !== "function") return { reason: `${entry} exports no handler` };
-  return { handler: route.default, headers: rules.flatMap((h) => h.headers.map((x) => [x.key, x.value])) };
+  if (typeof route?.default !== "function") return { page, reason: "its entry exports no handler" };
+  const headers = rules.flatMap((h) => h.headers.map((x) => [x.key, x.value]));
+  return { page, pattern, names, destination, handler: route.default, headers };
+}
+
+async function shortcuts() {
+  const routes = require(path.join(distDir, "routes-manifest.json"));
+  const pages = require(path.join(distDir, "server/pages-manifest.json"));
+  return Promise.all(
+    DIRECT_PAGES.map((page) =>
+      shortcut(page, routes, pages).catch((err) => ({ page, reason: String(err?.message ?? err) })),
+    ),
+  );
 }
 
 const next = require("next");
 const app = next({ dev: false, dir: root, hostname: "localhost", port });
 const handle = app.getRequestHandler();
 await app.prepare();
-const cut = await shortCut().catch((err) => ({ reason: String(err?.message ?? err) }));
+const found = await shortcuts();
+/** @type {Shortcut[]} */
+const direct = found.filter((s) => "handler" in s);
+const routed = found.filter((s) => !("handler" in s));
 console.log(
-  "handler" in cut
-    ? "Deployment endpoints: served by their route directly"
-    : `Deployment endpoints: routed by Next.js (${cut.reason})`,
+  routed.length === 0
+    ? `Served directly: ${direct.map((s) => s.page).join(", ")}`
+    : `Served directly: ${direct.map((s) => s.page).join(", ") || "none"}; routed by Next.js: ${routed.map((s) => `${s.page} (${s.reason})`).join(", ")}`,
 );
 
-/** The endpoint's dynamic segments, as Next.js would give them in `req.query`; null when not one. */
-function endpointParams(url) {
-  const m = ENDPOINT.path.exec(url);
-  if (!m) return null;
-  try {
-    return { team: decodeURIComponent(m[1]), name: decodeURIComponent(m[2]) };
-  } catch {
-    return null; // a malformed escape: Next.js answers it
+/** The short cut for `url` and the request as Next.js would pass it on, or null. */
+function route(url) {
+  for (const s of direct) {
+    const m = s.pattern.exec(url);
+    if (!m) continue;
+    try {
+      const query = Object.fromEntries(s.names.map((name, i) => [name, decodeURIComponent(m[i + 1])]));
+      const search = url.slice(m[0].length - (m[0].endsWith("?") ? 1 : 0));
+      return {
+        shortcut: s,
+        query,
+        url: s.destination.replace(/:(\w+)/g, (_, n) => m[s.names.indexOf(n) + 1]) + search,
+      };
+    } catch {
+      return null; // a malformed escape: Next.js answers it
+    }
   }
+  return null;
 }
 
 const server = http.createServer((req, res) => {
-  const params = "handler" in cut ? endpointParams(req.url ?? "") : null;
-  if (!params) return void handle(req, res);
-  req.query = params;
-  for (const [key, value] of cut.headers) res.setHeader(key, value);
-  cut.handler(req, res).catch((err) => {
-    // The route answers its own errors; this would be a bug in it.
-    console.error("deployment endpoint failed", err);
+  const found = route(req.url ?? "");
+  if (!found) return void handle(req, res);
+  req.url = found.url;
+  req.query = found.query;
+  for (const [key, value] of found.shortcut.headers) res.setHeader(key, value);
+  found.shortcut.handler(req, res).catch((err) => {
+    // The routes answer their own errors; this would be a bug in one.
+    console.error(`${found.shortcut.page} failed`, err);
     if (res.headersSent) res.destroy();
     else {
       res.writeHead(500, { "content-type": "application/json; charset=utf-8" });

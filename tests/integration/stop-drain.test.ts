@@ -62,8 +62,11 @@ it("SIGTERM: a stream in flight runs to its end before the app exits", async () 
     writes: [ev("Hello"), () => held, ev(" world", "stop") + "data: [DONE]\n\n"],
   });
   try {
-    // The production server's first line says whether it serves this endpoint itself.
-    expect(app.logs.join("")).toContain("Deployment endpoints: served by their route directly");
+    // The production server's first line says which routes it serves without Next's routing.
+    expect(app.logs.join("")).toContain(
+      "Served directly: /api/deployments/[team]/[name], /api/v1/pipelines/[id]/add, " +
+        "/api/v1/pipelines/[id]/add-batch, /api/v1/pipelines/[id]/import\n",
+    );
     const team = await createTeam(handle.db, { slug: "stopping-stream" });
     const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
     await createDeployment(handle.db, {
