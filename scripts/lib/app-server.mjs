@@ -5,9 +5,9 @@
 // Router API route's handler, the one Next.js itself would run after routing the request there by
 // its rewrite in next.config.mjs. Next's routing (its router, the rewrite matching, the Pages
 // Router's API runtime) cost more CPU per request than what these routes do for one: in front of
-// a fast upstream server (`npm run bench -- upstream --tokens 32`), 0.70 against 1.59 ms of app
-// CPU per completion, and the time to first token through the app 1.3 against 2.9 ms above the
-// upstream's own.
+// a fast upstream server (`npm run bench -- upstream --tokens 32`), 0.57 against 1.28 ms of app
+// CPU per completion, and the time to first token through the app 0.9 against 1.8–2.4 ms above
+// the upstream's own; for an `add` (`npm run bench -- ingest`), 0.15 against 0.62–0.69 ms.
 //
 // Each handler is the same module instance Next.js runs (its build's route entry, found through
 // the build's pages manifest), so caches, metrics and limits are shared; it gets the request as
