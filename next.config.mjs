@@ -38,6 +38,11 @@ const nextConfig = {
           source: `/v1/pipelines/:id/${route}`,
           destination: `/api/v1/pipelines/:id/${route}`,
         })),
+        // OpenAI's completion paths too (lib/http/node-api-route.ts).
+        ...["chat/completions", "completions"].map((route) => ({
+          source: `/v1/${route}`,
+          destination: `/api/v1/${route}`,
+        })),
         { source: "/metrics", destination: "/api/metrics" },
         // The deployment endpoints too (lib/http/node-deployment-route.ts): all their methods,
         // since a rewrite cannot choose by method.

@@ -14,10 +14,22 @@ import {
   pagesRoutePattern,
   sendJson as send,
   setHeaders,
+  writeEvents,
   type PagesRequest,
 } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
+import { SSE_HEADERS } from "./sse";
+
+const STREAM = Symbol("stream");
+
+/** A handler's streamed answer: server-sent events, one write per frame (see `streamed`). */
+export type StreamedAnswer = { [STREAM]: AsyncIterable<string> };
+
+/** Answers with the frames `events` yields (status 200), written as fast as the client reads. */
+export const streamed = (events: AsyncIterable<string>): StreamedAnswer => ({ [STREAM]: events });
+
+const isStreamed = (v: unknown): v is StreamedAnswer => typeof v === "object" && v !== null && STREAM in v;
 
 /**
  * `apiRoute` for the hosted API's high-volume ingest routes, served as Pages Router API routes
@@ -54,6 +66,8 @@ type Handler<B extends z.ZodType | undefined> = (ctx: {
   params: Record<string, string>;
   body: B extends z.ZodType ? z.infer<B> : undefined;
   principal: KeyPrincipal;
+  /** Aborted when the client goes away before the answer is complete. */
+  signal: AbortSignal;
 }) => Promise<unknown>;
 
 export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(options: Options<B>, handler: Handler<B>) {
@@ -61,7 +75,11 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     const requestId = newRequestId();
     const startedAt = performance.now();
     let teamId: string | undefined;
-    res.once("finish", () =>
+    let observed = false;
+    // One log line and one metric sample: when the answer is sent, or when a stream starts.
+    const observe = () => {
+      if (observed) return;
+      observed = true;
       observeRequest({
         // Served through a rewrite: the public path is /v1/…, not the file's /api/v1/….
         route: pagesRoutePattern(req, req.query),
@@ -70,8 +88,14 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         startedAt,
         requestId,
         teamId,
-      }),
-    );
+      });
+    };
+    res.once("finish", observe);
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    res.once("close", () => {
+      if (!res.writableFinished) abort();
+    });
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
@@ -87,9 +111,17 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
       const params = pagesParams(req);
-      const run = () => handler({ req, requestId, handle, params, body: body as never, principal });
+      const signal = controller.signal;
+      const run = () => handler({ req, requestId, handle, params, body: body as never, principal, signal });
       const status = options.status ?? 200;
-      if (!options.idempotent) return send(res, status, JSON.stringify(await run()), requestId);
+      if (!options.idempotent) {
+        const answer = await run();
+        if (!isStreamed(answer)) return send(res, status, JSON.stringify(answer), requestId);
+        res.writeHead(200, { ...SSE_HEADERS, "x-request-id": requestId });
+        res.flushHeaders(); // the client sees the answer start before the first token
+        observe();
+        return await writeEvents(res, answer[STREAM], { abort, signal, requestId });
+      }
       const path = (req.url ?? "").split("?")[0]!;
       const result = await idempotentJson(
         handle,

@@ -23,7 +23,15 @@ import { readNodeJsonBody } from "./body";
 import { CORS_HEADERS } from "./cors";
 import { queryAuthorization } from "./deployment-query";
 import { admitDeploymentCall } from "./deployment-route";
-import { discardRest, pagesParams, pagesRoutePattern, sendJson, setHeaders, type PagesRequest } from "./node-response";
+import {
+  discardRest,
+  pagesParams,
+  pagesRoutePattern,
+  sendJson,
+  setHeaders,
+  writeEvents,
+  type PagesRequest,
+} from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
 import { SSE_HEADERS } from "./sse";
@@ -159,60 +167,4 @@ export function nodeDeploymentMethods(routes: Partial<Record<Method, ReturnType<
     if (!req.complete) discardRest(req);
     sendJson(res, status, JSON.stringify(body), requestId);
   };
-}
-
-/**
- * Writes the frames `source` yields, each as it comes, pulling the next only once the last was
- * taken by the socket (a full buffer waits for 'drain'), and ends the response after the last.
- * When the client goes away: `abort` (the generation stops) and `source.return()` (its finally
- * blocks close the upstream), as sseResponse's cancel does for a web stream.
- */
-async function writeEvents(
-  res: ServerResponse,
-  source: AsyncIterable<string>,
-  o: { abort: () => void; signal: AbortSignal; requestId: string },
-): Promise<void> {
-  const iterator = source[Symbol.asyncIterator]();
-  if (o.signal.aborted) {
-    // The client left while the stream was being opened.
-    await Promise.resolve(iterator.return?.()).catch(() => {});
-    return;
-  }
-  let gone = false;
-  let wake: (() => void) | undefined;
-  const onClose = () => {
-    if (res.writableFinished) return;
-    gone = true;
-    o.abort();
-    wake?.();
-    // Queued behind a pending next() (an async generator runs one step at a time), which the
-    // abort ends; errors of a source being torn down are of no interest to anyone any more.
-    void Promise.resolve(iterator.return?.()).catch(() => {});
-  };
-  res.once("close", onClose);
-  try {
-    for (;;) {
-      const next = await iterator.next();
-      if (gone) return;
-      if (next.done) break;
-      if (!res.write(next.value)) {
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          res.once("drain", resolve);
-        });
-        res.removeListener("drain", wake!);
-        wake = undefined;
-        if (gone) return;
-      }
-    }
-    res.end();
-  } catch (err) {
-    // The frame sources turn a failure into an error event; one that still throws cuts the
-    // stream (as an errored web stream does), so that the client never takes it as complete.
-    if (gone) return;
-    logger().error({ reqId: o.requestId, err }, "stream failed");
-    res.destroy();
-  } finally {
-    res.removeListener("close", onClose);
-  }
 }

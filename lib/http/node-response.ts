@@ -2,6 +2,7 @@
 // answer straight to the Node response, the route's label for metrics and logs, its dynamic
 // segments, and the lingering read of a refused request's unread body.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { logger } from "../observe/log";
 import { routePattern } from "../observe/request";
 
 /** The Pages Router's request: a Node request with the route's dynamic segments in `query`. */
@@ -65,4 +66,60 @@ export function discardRest(req: IncomingMessage): void {
   req.once("end", () => clearTimeout(timer));
   req.once("close", () => clearTimeout(timer));
   req.resume();
+}
+
+/**
+ * Writes the frames `source` yields, each as it comes, pulling the next only once the last was
+ * taken by the socket (a full buffer waits for 'drain'), and ends the response after the last.
+ * When the client goes away: `abort` (the generation stops) and `source.return()` (its finally
+ * blocks close the upstream), as sseResponse's cancel does for a web stream.
+ */
+export async function writeEvents(
+  res: ServerResponse,
+  source: AsyncIterable<string>,
+  o: { abort: () => void; signal: AbortSignal; requestId: string },
+): Promise<void> {
+  const iterator = source[Symbol.asyncIterator]();
+  if (o.signal.aborted) {
+    // The client left while the stream was being opened.
+    await Promise.resolve(iterator.return?.()).catch(() => {});
+    return;
+  }
+  let gone = false;
+  let wake: (() => void) | undefined;
+  const onClose = () => {
+    if (res.writableFinished) return;
+    gone = true;
+    o.abort();
+    wake?.();
+    // Queued behind a pending next() (an async generator runs one step at a time), which the
+    // abort ends; errors of a source being torn down are of no interest to anyone any more.
+    void Promise.resolve(iterator.return?.()).catch(() => {});
+  };
+  res.once("close", onClose);
+  try {
+    for (;;) {
+      const next = await iterator.next();
+      if (gone) return;
+      if (next.done) break;
+      if (!res.write(next.value)) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          res.once("drain", resolve);
+        });
+        res.removeListener("drain", wake!);
+        wake = undefined;
+        if (gone) return;
+      }
+    }
+    res.end();
+  } catch (err) {
+    // The frame sources turn a failure into an error event; one that still throws cuts the
+    // stream (as an errored web stream does), so that the client never takes it as complete.
+    if (gone) return;
+    logger().error({ reqId: o.requestId, err }, "stream failed");
+    res.destroy();
+  } finally {
+    res.removeListener("close", onClose);
+  }
 }

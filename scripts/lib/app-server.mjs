@@ -39,6 +39,8 @@ const DIRECT_PAGES = [
   "/api/v1/pipelines/[id]/add",
   "/api/v1/pipelines/[id]/add-batch",
   "/api/v1/pipelines/[id]/import",
+  "/api/v1/chat/completions",
+  "/api/v1/completions",
 ];
 
 /**

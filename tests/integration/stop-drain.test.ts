@@ -65,7 +65,8 @@ it("SIGTERM: a stream in flight runs to its end before the app exits", async () 
     // The production server's first line says which routes it serves without Next's routing.
     expect(app.logs.join("")).toContain(
       "Served directly: /api/deployments/[team]/[name], /api/v1/pipelines/[id]/add, " +
-        "/api/v1/pipelines/[id]/add-batch, /api/v1/pipelines/[id]/import\n",
+        "/api/v1/pipelines/[id]/add-batch, /api/v1/pipelines/[id]/import, " +
+        "/api/v1/chat/completions, /api/v1/completions\n",
     );
     const team = await createTeam(handle.db, { slug: "stopping-stream" });
     const modelKey = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;

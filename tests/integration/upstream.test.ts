@@ -568,32 +568,47 @@ describe("resilience", () => {
 });
 
 describe("a client that leaves while the upstream has not answered yet", () => {
-  for (const stream of [true, false])
-    it(`closes the upstream request at once and frees the team's stream slot (${stream ? "streamed" : "one answer"})`, async () => {
-      const team = await makeTeam();
-      await setTeamLimits(db().db, { teamId: team.id, limits: { concurrentStreams: 1 } });
-      const silent = await fake("openai", { type: "silent" });
-      const dep = await upstreamDeployment(team, { kind: "openai", urls: [silent.url], model: "m" });
-      const controller = new AbortController();
-      const leaving = fetch(dep.url, {
-        method: "POST",
-        headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
-        body: JSON.stringify({ prompt: "Hi", stream }),
-        signal: controller.signal,
-      }).catch((e: unknown) => e);
-      await expect.poll(() => silent.received.length, { timeout: 5_000, interval: 20 }).toBe(1);
-      const left = Date.now();
-      controller.abort();
-      expect(await leaving).toMatchObject({ name: "AbortError" });
-      // Well before UPSTREAM_FIRST_BYTE_TIMEOUT_MS (2 s in the suite) would have closed it.
-      await expect.poll(() => silent.abandoned, { timeout: 1_000, interval: 20 }).toBe(1);
-      expect(Date.now() - left).toBeLessThan(1_000);
+  // The deployment endpoint, and OpenAI's two paths on the same deployment (with an API key).
+  const paths = [
+    { name: "the deployment endpoint", openai: undefined },
+    { name: "/v1/completions", openai: { path: "/v1/completions", body: { prompt: "Hi" } } },
+    {
+      name: "/v1/chat/completions",
+      openai: { path: "/v1/chat/completions", body: { messages: [{ role: "user", content: "Hi" }] } },
+    },
+  ];
+  for (const { name, openai: viaOpenAi } of paths)
+    for (const stream of [true, false])
+      it(`${name}: closes the upstream request at once and frees the team's stream slot (${stream ? "streamed" : "one answer"})`, async () => {
+        const team = await makeTeam();
+        await setTeamLimits(db().db, { teamId: team.id, limits: { concurrentStreams: 1 } });
+        const silent = await fake("openai", { type: "silent" });
+        const dep = await upstreamDeployment(team, { kind: "openai", urls: [silent.url], model: "m" });
+        const controller = new AbortController();
+        const leaving = fetch(viaOpenAi ? baseUrl + viaOpenAi.path : dep.url, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${viaOpenAi ? team.apiKey : team.modelKey}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify(
+            viaOpenAi ? { ...viaOpenAi.body, model: `${team.slug}/${dep.name}`, stream } : { prompt: "Hi", stream },
+          ),
+          signal: controller.signal,
+        }).catch((e: unknown) => e);
+        await expect.poll(() => silent.received.length, { timeout: 5_000, interval: 20 }).toBe(1);
+        const left = Date.now();
+        controller.abort();
+        expect(await leaving).toMatchObject({ name: "AbortError" });
+        // Well before UPSTREAM_FIRST_BYTE_TIMEOUT_MS (2 s in the suite) would have closed it.
+        await expect.poll(() => silent.abandoned, { timeout: 1_000, interval: 20 }).toBe(1);
+        expect(Date.now() - left).toBeLessThan(1_000);
 
-      const good = await fake("openai");
-      const next = await upstreamDeployment(team, { kind: "openai", urls: [good.url], model: "m" });
-      const res = await complete(next, team.modelKey, { prompt: "Hi" }); // the one slot is free again
-      expect(res.status).toBe(200);
-    });
+        const good = await fake("openai");
+        const next = await upstreamDeployment(team, { kind: "openai", urls: [good.url], model: "m" });
+        const res = await complete(next, team.modelKey, { prompt: "Hi" }); // the one slot is free again
+        expect(res.status).toBe(200);
+      });
 });
 
 describe("the upstream key", () => {
