@@ -10,6 +10,9 @@
 //                         first token (a GPU server's prefill; `--realistic-ttft-ms N` to change)
 // `--tokens N` sets the tokens of each throughput stream (default 256): short answers weigh the
 // app's cost per request, long ones its cost per token (both are printed).
+// `--via completions|chat` goes through OpenAI's paths instead of the deployment endpoint
+// (POST /v1/completions with the prompt, or /v1/chat/completions with it as a user message, both
+// with an API key and `stream: true`); the upstream answers both alike.
 // `--upstream-ttft-ms` makes the main upstream wait that long before its first token too; by
 // default it answers at once, which makes the ratio the hardest it can be. The CPU time each
 // process spent per token in the throughput phases is printed too (the machine has few cores:
@@ -106,6 +109,9 @@ async function stream(url: string, headers: Record<string, string>, body: unknow
 
 export default async function bench(args: string[]) {
   const quick = args.includes("--quick");
+  const via = args.includes("--via") ? args[args.indexOf("--via") + 1] : "deployment";
+  if (!["deployment", "completions", "chat"].includes(via ?? ""))
+    throw new Error(`--via takes deployment, completions or chat, not ${via}`);
   const upstreamTtftMs = arg(args, "--upstream-ttft-ms", 0);
   const realisticTtftMs = arg(args, "--realistic-ttft-ms", 20);
   const upstream = await fastUpstream(upstreamTtftMs);
@@ -117,6 +123,7 @@ export default async function bench(args: string[]) {
     const team = await createTeam(handle.db, { slug: "bench" });
     await setTeamLimits(handle.db, { teamId: team.id, limits: UNLIMITED });
     const key = (await createApiKey(handle.db, { teamId: team.id, kind: "model" })).secret;
+    const apiKey = (await createApiKey(handle.db, { teamId: team.id, kind: "api" })).secret;
     await createDeployment(handle.db, {
       teamId: team.id,
       name: "up",
@@ -130,8 +137,23 @@ export default async function bench(args: string[]) {
     await handle.close();
     app = await startProductionApp(db.url);
 
-    const viaApp = (body: Record<string, unknown>, name = "up") =>
-      stream(`${app!.base}/deployments/bench/${name}`, { authorization: `Bearer ${key}` }, { ...body, stream: true });
+    const viaApp = ({ prompt, ...body }: Record<string, unknown>, name = "up") =>
+      via === "deployment"
+        ? stream(
+            `${app!.base}/deployments/bench/${name}`,
+            { authorization: `Bearer ${key}` },
+            { prompt, ...body, stream: true },
+          )
+        : stream(
+            `${app!.base}/v1/${via === "chat" ? "chat/completions" : "completions"}`,
+            { authorization: `Bearer ${apiKey}` },
+            {
+              model: `bench/${name}`,
+              ...(via === "chat" ? { messages: [{ role: "user", content: prompt }] } : { prompt }),
+              ...body,
+              stream: true,
+            },
+          );
     const direct = (body: Record<string, unknown>, url = upstream.url) =>
       stream(`${url}/v1/completions`, {}, { model: "fast", ...body, stream: true });
 
@@ -204,7 +226,7 @@ export default async function bench(args: string[]) {
       );
       return tokens / elapsed;
     };
-    console.log(`32 streams of ${tokensPer} tokens, ${seconds} s each side:`);
+    console.log(`32 streams of ${tokensPer} tokens, ${seconds} s each side, through ${via}:`);
     const directRate = await rate("direct", (b) => direct(b));
     const appRate = await rate("through the app", (b) => viaApp(b));
 
