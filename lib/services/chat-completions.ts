@@ -3,10 +3,10 @@ import type { ChatCompletionInput, ChatCompletionResult } from "../contracts/cha
 import type { GenerationChoice, GenerationUsage } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
-import { ApiError, notFound } from "../errors";
+import { notFound } from "../errors";
 import { randomToken } from "../ids";
 import type { CompletionParams } from "./deployment-completions";
-import { getDeploymentByName } from "./deployments";
+import { findDeploymentByPath } from "./deployments";
 import { chatLogprobs, engineLogprobs, type AlignedToken } from "./openai-completions";
 
 /**
@@ -22,13 +22,11 @@ export async function resolveChatModel(
   const slug = slash >= 0 ? model.slice(0, slash) : team.slug;
   const name = slash >= 0 ? model.slice(slash + 1) : model;
   if (slug !== team.slug) throw notFound(`No deployment '${model}'.`, "model");
-  try {
-    return { deployment: await getDeploymentByName(db, { teamId: team.id, name }, "model"), name: `${slug}/${name}` };
-  } catch (err) {
-    // Only "no such deployment" is a 404 naming `model`; a database failure stays a 500.
-    if (err instanceof ApiError && err.status === 404) throw notFound(`No deployment '${model}'.`, "model");
-    throw err;
-  }
+  // On the path to every first token: the deployment endpoints' lookup, cached per process and
+  // told of every change, rather than a query built and run on each chat turn.
+  const deployment = await findDeploymentByPath(db, { teamSlug: slug, name });
+  if (!deployment || deployment.teamId !== team.id) throw notFound(`No deployment '${model}'.`, "model");
+  return { deployment, name: `${slug}/${name}` };
 }
 
 export function toCompletionParams(b: ChatCompletionInput): CompletionParams {
