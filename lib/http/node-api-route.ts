@@ -9,17 +9,17 @@ import { readNodeJsonBody } from "./body";
 import { observeRequest } from "../observe/request";
 import { idempotencyKeyOf, idempotentJson } from "./idempotency";
 import {
+  abortWhenClientLeaves,
   discardRest,
   pagesParams,
   pagesRoutePattern,
+  sendEvents,
   sendJson as send,
   setHeaders,
-  writeEvents,
   type PagesRequest,
 } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
-import { SSE_HEADERS } from "./sse";
 
 const STREAM = Symbol("stream");
 
@@ -91,11 +91,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       });
     };
     res.once("finish", observe);
-    const controller = new AbortController();
-    const abort = () => controller.abort();
-    res.once("close", () => {
-      if (!res.writableFinished) abort();
-    });
+    const controller = abortWhenClientLeaves(res);
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
@@ -111,16 +107,13 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
       const params = pagesParams(req);
-      const signal = controller.signal;
-      const run = () => handler({ req, requestId, handle, params, body: body as never, principal, signal });
+      const run = () =>
+        handler({ req, requestId, handle, params, body: body as never, principal, signal: controller.signal });
       const status = options.status ?? 200;
       if (!options.idempotent) {
         const answer = await run();
         if (!isStreamed(answer)) return send(res, status, JSON.stringify(answer), requestId);
-        res.writeHead(200, { ...SSE_HEADERS, "x-request-id": requestId });
-        res.flushHeaders(); // the client sees the answer start before the first token
-        observe();
-        return await writeEvents(res, answer[STREAM], { abort, signal, requestId });
+        return await sendEvents(res, answer[STREAM], { controller, requestId, onStart: observe });
       }
       const path = (req.url ?? "").split("?")[0]!;
       const result = await idempotentJson(

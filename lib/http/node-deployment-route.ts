@@ -24,17 +24,17 @@ import { CORS_HEADERS } from "./cors";
 import { queryAuthorization } from "./deployment-query";
 import { admitDeploymentCall } from "./deployment-route";
 import {
+  abortWhenClientLeaves,
   discardRest,
   pagesParams,
   pagesRoutePattern,
+  sendEvents,
   sendJson,
   setHeaders,
-  writeEvents,
   type PagesRequest,
 } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
 import { validated } from "./route-parts";
-import { SSE_HEADERS } from "./sse";
 
 export type NodeDeploymentContext = {
   req: PagesRequest;
@@ -85,12 +85,8 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
         teamId,
       });
     };
-    const controller = new AbortController();
+    const controller = abortWhenClientLeaves(res);
     const abort = () => controller.abort();
-    // 'close' before the answer is complete: the client went away, the generation stops.
-    res.once("close", () => {
-      if (!res.writableFinished) abort();
-    });
     let limitHeaders: Record<string, string> = {};
     try {
       const handle = getDb();
@@ -123,10 +119,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
         sendJson(res, 200, JSON.stringify(answer.json), requestId);
         return;
       }
-      res.writeHead(200, { ...SSE_HEADERS, "x-request-id": requestId });
-      res.flushHeaders(); // the client sees the answer start before the first token
-      observe();
-      await writeEvents(res, answer.events, { abort, signal: controller.signal, requestId });
+      await sendEvents(res, answer.events, { controller, requestId, onStart: observe });
     } catch (err) {
       if (res.headersSent) {
         // Cannot happen unless writing the events threw: never send a second head.

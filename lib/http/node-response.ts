@@ -1,9 +1,11 @@
 // What the Pages Router API routes (nodeApiRoute, nodeDeploymentRoute) share: writing a JSON
-// answer straight to the Node response, the route's label for metrics and logs, its dynamic
-// segments, and the lingering read of a refused request's unread body.
+// answer straight to the Node response, server-sent events likewise, the route's label for
+// metrics and logs, its dynamic segments, and the lingering read of a refused request's unread
+// body.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { logger } from "../observe/log";
 import { routePattern } from "../observe/request";
+import { SSE_HEADERS } from "./sse";
 
 /** The Pages Router's request: a Node request with the route's dynamic segments in `query`. */
 export type PagesRequest = IncomingMessage & { query: Partial<Record<string, string | string[]>> };
@@ -69,18 +71,35 @@ export function discardRest(req: IncomingMessage): void {
 }
 
 /**
- * Writes the frames `source` yields, each as it comes, pulling the next only once the last was
- * taken by the socket (a full buffer waits for 'drain'), and ends the response after the last.
- * When the client goes away: `abort` (the generation stops) and `source.return()` (its finally
- * blocks close the upstream), as sseResponse's cancel does for a web stream.
+ * An abort controller that fires when the client goes away ('close' before the answer is
+ * complete): the generation stops.
  */
-export async function writeEvents(
+export function abortWhenClientLeaves(res: ServerResponse): AbortController {
+  const controller = new AbortController();
+  res.once("close", () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller;
+}
+
+/**
+ * Answers 200 with server-sent events: the head at once (the client sees the answer start before
+ * the first token; `onStart` runs then), then the frames `source` yields, each as it comes,
+ * pulling the next only once the last was taken by the socket (a full buffer waits for 'drain'),
+ * and ends the response after the last. When the client goes away: `controller` aborts (the
+ * generation stops) and `source.return()` runs (its finally blocks close the upstream), as
+ * sseResponse's cancel does for a web stream.
+ */
+export async function sendEvents(
   res: ServerResponse,
   source: AsyncIterable<string>,
-  o: { abort: () => void; signal: AbortSignal; requestId: string },
+  o: { controller: AbortController; requestId: string; onStart?: () => void },
 ): Promise<void> {
+  res.writeHead(200, { ...SSE_HEADERS, "x-request-id": o.requestId });
+  res.flushHeaders();
+  o.onStart?.();
   const iterator = source[Symbol.asyncIterator]();
-  if (o.signal.aborted) {
+  if (o.controller.signal.aborted) {
     // The client left while the stream was being opened.
     await Promise.resolve(iterator.return?.()).catch(() => {});
     return;
@@ -90,7 +109,7 @@ export async function writeEvents(
   const onClose = () => {
     if (res.writableFinished) return;
     gone = true;
-    o.abort();
+    o.controller.abort();
     wake?.();
     // Queued behind a pending next() (an async generator runs one step at a time), which the
     // abort ends; errors of a source being torn down are of no interest to anyone any more.
