@@ -39,6 +39,10 @@ export type FakeUpstream = {
 
 export const DEFAULT_TOKENS = ["Hello", ",", " upstream", " world"];
 
+/** One text-completion event as OpenAI's servers stream it, for a `raw` mode's writes. */
+export const completionEvent = (text: string, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
+
 export async function startFakeUpstream(kind: UpstreamKind, mode: FakeMode = { type: "ok" }): Promise<FakeUpstream> {
   const sockets = new Set<import("node:net").Socket>();
   const fake: FakeUpstream = {

@@ -7,7 +7,7 @@ import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
-import { startFakeUpstream } from "../helpers/fake-upstream";
+import { completionEvent as ev, startFakeUpstream } from "../helpers/fake-upstream";
 import { ownWorld } from "../helpers/own-world";
 
 it("SIGTERM: the app finishes the request, then writes its usage counts and captures, then exits", async () => {
@@ -54,8 +54,6 @@ it("SIGTERM: a stream in flight runs to its end before the app exits", async () 
   const { app, handle } = world;
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
-  const ev = (text: string, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
   // The upstream sends one token, then holds the rest until the test lets it go on.
   const up = await startFakeUpstream("vllm", {
     type: "raw",

@@ -25,7 +25,13 @@ import { setTeamLimits } from "@/lib/services/teams";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { as, newUser } from "../helpers/session";
 import { complete, makeDeployment, parseSse, type TestDeployment } from "../helpers/deployments";
-import { DEFAULT_TOKENS, refusedUrl, startFakeUpstream, type FakeUpstream } from "../helpers/fake-upstream";
+import {
+  completionEvent as ev,
+  DEFAULT_TOKENS,
+  refusedUrl,
+  startFakeUpstream,
+  type FakeUpstream,
+} from "../helpers/fake-upstream";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
@@ -347,8 +353,6 @@ describe("parameter mapping per kind", () => {
 });
 
 describe("relaying the stream", () => {
-  const ev = (text: string, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: "c", object: "text_completion", model: "m", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })}\n\n`;
   const usage = `data: ${JSON.stringify({ id: "c", choices: [], usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } })}\n\n`;
   const split = ev(" you");
   const at = Math.floor(split.length / 2);
