@@ -83,7 +83,7 @@ async function shortcut(page, routes, pages) {
   const matching = (list) => (list ?? []).filter((r) => new RegExp(r.regex).test(sample));
   if (matching(routes.redirects).length > 0) return { page, reason: "a redirect applies to its path" };
   if (matching(routes.rewrites?.beforeFiles).length !== 1) return { page, reason: "other rewrites apply to its path" };
-  const rules = (routes.headers ?? []).filter((h) => new RegExp(h.regex).test(sample));
+  const rules = matching(routes.headers);
   if (rules.some((h) => h.has || h.missing)) return { page, reason: "a header rule for it depends on the request" };
   // A Turbopack entry is an async module: its exports come with a promise.
   const route = await require(path.join(distDir, "server", entry));
@@ -110,10 +110,9 @@ const found = await shortcuts();
 /** @type {Shortcut[]} */
 const direct = found.filter((s) => "handler" in s);
 const routed = found.filter((s) => !("handler" in s));
+const list = (items) => items.map((s) => ("reason" in s ? `${s.page} (${s.reason})` : s.page)).join(", ");
 console.log(
-  routed.length === 0
-    ? `Served directly: ${direct.map((s) => s.page).join(", ")}`
-    : `Served directly: ${direct.map((s) => s.page).join(", ") || "none"}; routed by Next.js: ${routed.map((s) => `${s.page} (${s.reason})`).join(", ")}`,
+  `Served directly: ${list(direct) || "none"}${routed.length > 0 ? `; routed by Next.js: ${list(routed)}` : ""}`,
 );
 
 /** The short cut for `url` and the request as Next.js would pass it on, or null. */
