@@ -78,8 +78,7 @@ export class Engine {
       this.retiring.set(key, s);
       this.loads.get(s)?.abort(loadError("cancelled", "the model is no longer deployed"));
       void this.unloadWhenIdle(key, s).then((unloaded) => {
-        const [model, dtype] = key.split("\u0000");
-        if (unloaded) onUnloaded?.(model!, dtype as DtypeChoice);
+        if (unloaded) onUnloaded?.(...keyParts(key));
       });
     }
   }
@@ -99,8 +98,7 @@ export class Engine {
       if (scheduler.busy) continue;
       scheduler.close();
       this.retiring.delete(key);
-      const [id, dtype] = key.split("\u0000");
-      await this.registry?.release(id!, dtype!);
+      await this.registry?.release(...keyParts(key));
       return true;
     }
   }
@@ -182,8 +180,8 @@ export class Engine {
       for (const [key, s] of map) {
         const scheduler = await s.catch(() => null);
         if (!scheduler) continue;
-        const [id, dtype] = key.split("\u0000");
-        out.push({ id: id!, dtype: dtype!, ...scheduler.stats(), ...(retiring ? { retiring } : {}) });
+        const [id, dtype] = keyParts(key);
+        out.push({ id, dtype, ...scheduler.stats(), ...(retiring ? { retiring } : {}) });
       }
     }
     return out;
@@ -272,3 +270,4 @@ async function* prependEcho(
 }
 
 const schedulerKey = (id: string, dtype: DtypeChoice) => `${id}\u0000${dtype}`;
+const keyParts = (key: string) => key.split("\u0000") as [id: string, dtype: DtypeChoice];
