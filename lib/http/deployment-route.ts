@@ -3,9 +3,9 @@
 // route: see lib/http/node-deployment-route.ts).
 import type { DbHandle } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
-import { takeRequest, teamLimits } from "../limits";
+import { takeRequest } from "../limits";
 import { authenticateKey } from "../services/api-keys";
-import type { CompletionMeter } from "../services/completion-events";
+import { keyMeter, type CompletionMeter } from "../services/completion-events";
 import { authorizeDeployment, findDeploymentByPath } from "../services/deployments";
 
 /**
@@ -24,11 +24,11 @@ export async function admitDeploymentCall(
     findDeploymentByPath(handle.db, path),
   ]);
   const deployment = authorizeDeployment(principal, path, found);
-  const limits = teamLimits(principal.team);
+  const meter = keyMeter(principal);
   return {
-    limitHeaders: takeRequest(principal.key.id, limits),
+    limitHeaders: takeRequest(principal.key.id, meter.quota.limits),
     deployment,
     team: principal.team,
-    meter: { quota: { keyId: principal.key.id, limits }, teamSlug: principal.team.slug },
+    meter,
   };
 }

@@ -1,8 +1,9 @@
 import type { TeamLimits } from "../contracts/limits";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
-import { startGeneration } from "../limits";
+import { startGeneration, teamLimits } from "../limits";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
+import type { KeyPrincipal } from "./api-keys";
 import { recordUsage } from "./usage";
 
 /**
@@ -16,6 +17,11 @@ export type CompletionMeter = {
   /** The team's slug, for the `deployment` label (team/name). */
   teamSlug: string;
 };
+
+/** What a completion asked for with a key counts against: that key's quota, under its team's limits. */
+export function keyMeter(principal: KeyPrincipal): CompletionMeter & { quota: { keyId: string; limits: TeamLimits } } {
+  return { quota: { keyId: principal.key.id, limits: teamLimits(principal.team) }, teamSlug: principal.team.slug };
+}
 
 export type CompletionOutcome = {
   status: "ok" | "error" | "cancelled";

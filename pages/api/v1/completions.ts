@@ -5,8 +5,8 @@
 import { CompletionsBody } from "@/lib/contracts/openai";
 import { nodeApiRoute, streamed } from "@/lib/http/node-api-route";
 import { textCompletionStreamFrames } from "@/lib/http/openai-frames";
-import { teamLimits } from "@/lib/limits";
 import { deploymentCapture, requestedCapture } from "@/lib/services/capture";
+import { keyMeter } from "@/lib/services/completion-events";
 import { resolveChatModel } from "@/lib/services/chat-completions";
 import { openStreamOnDeployment } from "@/lib/services/deployment-completions";
 import {
@@ -38,12 +38,8 @@ export default nodeApiRoute(
       endpoint: "completions",
     });
     const meta = textCompletionMeta(name);
-    const meter = {
-      quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
-      teamSlug: principal.team.slug,
-    };
     // `signal`: aborted when the client disconnects, which stops the generation.
-    const call = { signal, requestId, meter, capture };
+    const call = { signal, requestId, meter: keyMeter(principal), capture };
     if (body.stream) {
       const events = await openStreamOnDeployment(handle.db, deployment, params, call);
       const options = { logprobs: body.logprobs, includeUsage: body.stream_options?.include_usage ?? false };

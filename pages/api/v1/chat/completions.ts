@@ -5,8 +5,8 @@
 import { ChatCompletionBody } from "@/lib/contracts/chat-completions";
 import { chatStreamFrames } from "@/lib/http/chat-frames";
 import { nodeApiRoute, streamed } from "@/lib/http/node-api-route";
-import { teamLimits } from "@/lib/limits";
 import { requestedCapture, resolveCapture } from "@/lib/services/capture";
+import { keyMeter } from "@/lib/services/completion-events";
 import {
   chatCompletionMeta,
   chatTopLogprobs,
@@ -36,10 +36,6 @@ export default nodeApiRoute(
     const params = toCompletionParams(body);
     const meta = chatCompletionMeta(name);
     const logprobs = chatTopLogprobs(body);
-    const meter = {
-      quota: { keyId: principal.key.id, limits: teamLimits(principal.team) },
-      teamSlug: principal.team.slug,
-    };
     const capture = target.value && {
       ...target.value,
       messages: body.messages ?? [{ role: "user" as const, content: body.prompt! }],
@@ -52,7 +48,7 @@ export default nodeApiRoute(
       },
     };
     // `signal`: aborted when the client disconnects, which stops the generation.
-    const call = { signal, requestId, meter, capture };
+    const call = { signal, requestId, meter: keyMeter(principal), capture };
     if (body.stream) {
       const events = await openStreamOnDeployment(handle.db, deployment, params, call);
       const options = { logprobs, includeUsage: body.stream_options?.include_usage ?? false };
