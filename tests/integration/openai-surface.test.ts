@@ -318,6 +318,16 @@ describe("POST /v1/completions", () => {
   });
 });
 
+describe("another method on the completion paths", () => {
+  for (const path of ["/v1/completions", "/v1/chat/completions"])
+    it(`${path}: 405 in the error shape, with Allow: POST`, async () => {
+      const res = await client((await makeTeam()).apiKey).get(path);
+      expect(res.status).toBe(405);
+      expect(res.headers.get("allow")).toBe("POST");
+      expect(res.json.error.type).toBe("invalid_request");
+    });
+});
+
 describe("GET /v1/models", () => {
   it("lists the caller's team's deployments as OpenAI model objects, never another team's", async () => {
     const team = await makeTeam();
