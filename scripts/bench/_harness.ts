@@ -135,6 +135,13 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks (USER_HZ 100)
 }
 
+/** Read and write system calls a process has made so far (`/proc/<pid>/io`; each socket read or send is one). */
+export function syscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, "utf8");
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(io)?.[1] ?? NaN);
+  return { reads: field("syscr"), writes: field("syscw") };
+}
+
 /** `clients` concurrent loops calling `fn` for `seconds`; returns requests per second (all must succeed). */
 export async function throughput(
   clients: number,

@@ -23,7 +23,16 @@ import { connect } from "@/lib/db/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam, setTeamLimits } from "@/lib/services/teams";
-import { cpuSeconds, freshDatabase, openRequest, percentile, round, startProductionApp, UNLIMITED } from "./_harness";
+import {
+  cpuSeconds,
+  freshDatabase,
+  syscalls,
+  openRequest,
+  percentile,
+  round,
+  startProductionApp,
+  UNLIMITED,
+} from "./_harness";
 
 const arg = (args: string[], name: string, fallback: number) => {
   const i = args.indexOf(name);
@@ -201,6 +210,7 @@ export default async function bench(args: string[]) {
       const deadline = performance.now() + seconds * 1000;
       const start = performance.now();
       const cpu0 = { app: cpuSeconds(app!.pid), upstream: cpuSeconds(upstream.pid), self: process.cpuUsage() };
+      const io0 = syscalls(app!.pid);
       let tokens = 0;
       let reads = 0;
       let requests = 0;
@@ -218,11 +228,13 @@ export default async function bench(args: string[]) {
       const self = process.cpuUsage(cpu0.self);
       const perToken = (s: number) => ((s * 1e6) / tokens).toFixed(1);
       const appCpu = cpuSeconds(app!.pid) - cpu0.app;
+      const io = syscalls(app!.pid);
       console.log(
         `  ${label}: ${Math.round(tokens / elapsed)} tokens/s, ${Math.round(requests / elapsed)} requests/s; CPU µs per token: ` +
           `app ${perToken(appCpu)}, upstream ${perToken(cpuSeconds(upstream.pid) - cpu0.upstream)}, ` +
           `load generator ${perToken((self.user + self.system) / 1e6)}; app CPU ms per request ${((appCpu * 1e3) / requests).toFixed(3)}; ` +
-          `${(tokens / reads).toFixed(2)} tokens per read`,
+          `${(tokens / reads).toFixed(2)} tokens per read; app system calls per request: ` +
+          `${((io.reads - io0.reads) / requests).toFixed(1)} reads, ${((io.writes - io0.writes) / requests).toFixed(1)} writes`,
       );
       return tokens / elapsed;
     };
