@@ -193,11 +193,12 @@ export function listedCount(s: Partial<Pick<Selection, "sample" | "limit" | "off
 }
 
 /**
- * The size of a selection's filtered set (before sample, offset and limit). With no positive
- * label condition, `$ne` and `$exists: false` are counted as the difference of two counts that
- * read only indexes in range: count(P and not A) = count(P) - count(P and A) (with two of them,
- * inclusion-exclusion: four counts). An anti-join would instead probe for every sample of the
- * pipeline (1M samples: ~400 ms, against ~100 ms).
+ * The size of a selection's filtered set (before sample, offset and limit), as a sum of counts
+ * (countTerms) run side by side. A count that filters nothing is the pipeline's own, which
+ * Postgres keeps (pipelineCount). With no positive label condition, `$ne` and `$exists: false`
+ * are counted as differences from it: count(P and not A) = count(P) - count(P and A), the second
+ * an index range (with two of them, inclusion-exclusion: four counts). An anti-join would instead
+ * probe for every sample of the pipeline (1M samples: ~400 ms, against ~30 ms).
  */
 export async function filteredCount(
   db: DbOrTx,
@@ -209,6 +210,7 @@ export async function filteredCount(
   const terms = countTerms(s);
   const counts = await Promise.all(
     terms.map(async ({ selection }) => {
+      if (!after && filtersNothing(selection)) return pipelineCount(db, pipelineId, bound);
       const src = selectionSource(pipelineId, selection, false);
       if (bound) src.where.push(withinBound(src, bound));
       if (after) src.where.push(sql`(${src.ts}, ${src.id}) > (${after.createdAt}::timestamptz, ${after.id})`);
@@ -221,10 +223,50 @@ export async function filteredCount(
   return terms.reduce((total, { sign }, i) => total + sign * counts[i]!, 0);
 }
 
+const filtersNothing = (s: Selection) =>
+  s.userId === undefined &&
+  s.groupId === undefined &&
+  s.search === undefined &&
+  s.createdAfter === undefined &&
+  s.createdBefore === undefined &&
+  Object.keys(s.metadata ?? {}).length === 0;
+
+/**
+ * The pipeline's number of samples (up to `bound`) from the counts Postgres keeps
+ * (pipeline_sample_counts, a few rows), less those added after the bound: an ordered range of
+ * the pipeline's order index, usually empty or short. One statement, so one snapshot.
+ */
+async function pipelineCount(db: DbOrTx, pipelineId: string, bound?: NonNullable<SelectionBound>): Promise<number> {
+  const later = bound
+    ? sql` - (select count(*) from samples s where s.pipeline_id = ${pipelineId}
+        and (s.created_at, s.id) > (${bound.createdAt}::timestamptz, ${bound.sampleId}))`
+    : sql``;
+  const [row] = await db.execute<{ count: number }>(
+    sql`select ((select coalesce(sum(n), 0) from pipeline_sample_counts where pipeline_id = ${pipelineId})${later})::int as count`,
+  );
+  return row?.count ?? 0;
+}
+
 type CountTerm = { sign: 1 | -1; selection: Selection };
+
+/**
+ * A `$in` of at most this many values that drives a count is counted value by value: each is
+ * one range of the labels' primary key, and a sample has one value per key, so they add up. As
+ * one query, two common values (1M samples, 10% each) made the planner scan every label of the
+ * pipeline: 116 ms, against 2 × 27 ms side by side.
+ */
+const IN_COUNTED_APART = 4;
 
 function countTerms(s: Selection): CountTerm[] {
   const labels = Object.entries(s.metadata ?? {});
+  const valueDriven = labels.some(([, c]) => typeof c === "string"); // a plain value drives instead
+  const split = valueDriven
+    ? undefined
+    : labels.find(([, c]) => typeof c !== "string" && "$in" in c && c.$in.length <= IN_COUNTED_APART);
+  if (split) {
+    const [key, c] = split as [string, { $in: string[] }];
+    return [...new Set(c.$in)].flatMap((value) => countTerms({ ...s, metadata: { ...s.metadata, [key]: value } }));
+  }
   const negatives = labels.filter(([, c]) => positiveKind(c) === undefined);
   if (negatives.length === 0 || negatives.length > 2 || negatives.length < labels.length)
     return [{ sign: 1, selection: s }];

@@ -73,6 +73,17 @@ describe("metadata operators", () => {
     ["$ne (also samples without the key)", { metadata: { lang: { $ne: "en" } } }, (m) => m.lang !== "en"],
     ["$in", { metadata: { lang: { $in: ["fr", "de"] } } }, (m) => m.lang === "fr" || m.lang === "de"],
     ["$in with a repeated value", { metadata: { lang: { $in: ["es", "es"] } } }, (m) => m.lang === "es"],
+    [
+      "$in of more values than are counted apart",
+      { metadata: { lang: { $in: ["en", "fr", "de", "xx", "yy"] } } },
+      (m) => ["en", "fr", "de"].includes(m.lang!),
+    ],
+    [
+      "$in + $ne (each value counted apart, the negative probed)",
+      { metadata: { lang: { $in: ["en", "fr"] }, tier: { $ne: "gold" } } },
+      (m) => (m.lang === "en" || m.lang === "fr") && m.tier !== "gold",
+    ],
+    ["no filter (the pipeline's kept count)", {}, () => true],
     ["$exists: true", { metadata: { lang: { $exists: true } } }, (m) => m.lang !== undefined],
     ["$exists: false", { metadata: { lang: { $exists: false } } }, (m) => m.lang === undefined],
     ["$prefix", { metadata: { code: { $prefix: "ab" } } }, (m) => m.code?.startsWith("ab") ?? false],
