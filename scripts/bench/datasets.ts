@@ -287,7 +287,9 @@ function readProcStatusMb(pid: number, field: "VmRSS" | "VmHWM"): number {
 }
 
 async function startBenchWorker(env: Record<string, string>) {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+  // e.g. BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the worker
+  const nodeArgs = process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
