@@ -112,7 +112,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       const status = options.status ?? 200;
       if (!options.idempotent) {
         const answer = await run();
-        if (!isStreamed(answer)) return send(res, status, JSON.stringify(answer), requestId);
+        if (!isStreamed(answer)) return await send(req, res, status, JSON.stringify(answer), requestId);
         return await sendEvents(res, answer[STREAM], { controller, requestId, onStart: observe });
       }
       const path = (req.url ?? "").split("?")[0]!;
@@ -122,12 +122,12 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         run,
       );
       if (result.replayed) res.setHeader("idempotent-replayed", "true");
-      send(res, result.status, result.json, requestId);
+      await send(req, res, result.status, result.json, requestId);
     } catch (err) {
       const { status, body, headers } = errorPayload(err, requestId);
       setHeaders(res, headers ?? {});
       if (!req.complete) discardRest(req);
-      send(res, status, JSON.stringify(body), requestId);
+      await send(req, res, status, JSON.stringify(body), requestId);
     }
   };
 }

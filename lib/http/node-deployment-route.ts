@@ -116,7 +116,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       if ("json" in answer) {
         res.statusCode = 200;
         observe();
-        sendJson(res, 200, JSON.stringify(answer.json), requestId);
+        await sendJson(req, res, 200, JSON.stringify(answer.json), requestId);
         return;
       }
       await sendEvents(res, answer.events, { controller, requestId, onStart: observe });
@@ -132,7 +132,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       if (!req.complete) discardRest(req);
       res.statusCode = status;
       observe();
-      sendJson(res, status, JSON.stringify(body), requestId);
+      await sendJson(req, res, status, JSON.stringify(body), requestId);
     }
   };
 }
@@ -158,6 +158,6 @@ export function nodeDeploymentMethods(routes: Partial<Record<Method, ReturnType<
     );
     setHeaders(res, { allow }, CORS_HEADERS);
     if (!req.complete) discardRest(req);
-    sendJson(res, status, JSON.stringify(body), requestId);
+    await sendJson(req, res, status, JSON.stringify(body), requestId);
   };
 }

@@ -3,6 +3,9 @@
 // metrics and logs, its dynamic segments, and the lingering read of a refused request's unread
 // body.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
+import Negotiator from "negotiator";
 import { logger } from "../observe/log";
 import { routePattern } from "../observe/request";
 import { SSE_HEADERS } from "./sse";
@@ -25,17 +28,42 @@ export function pagesRoutePattern(req: PagesRequest, params: Record<string, stri
   return routePattern(new URL(req.url ?? "/", "http://x").pathname, params).replace(/^\/api\//, "/");
 }
 
+/**
+ * Answers at least this large go out gzipped to a client that takes gzip, as Next.js's `compress`
+ * does for the routes it serves (its threshold): these routes may be served without Next's
+ * routing (scripts/lib/app-server.mjs). Server-sent events never are (each event must go out as
+ * it comes).
+ */
+export const GZIP_MIN_BYTES = 1024;
+const gzipped = promisify(gzip);
+
 /** A JSON text as the whole answer, with its status and the request id (headers set before stay). */
-export function sendJson(res: ServerResponse, status: number, json: string, requestId: string): void {
+export async function sendJson(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  json: string,
+  requestId: string,
+): Promise<void> {
   if (res.headersSent) {
     res.destroy(); // cannot happen unless a handler wrote: never send a second head
     return;
   }
-  res.writeHead(status, {
+  const headers: Record<string, string | number> = {
     "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(json),
     "x-request-id": requestId,
-  });
+  };
+  const bytes = Buffer.byteLength(json);
+  if (bytes >= GZIP_MIN_BYTES && req.method !== "HEAD") {
+    headers.vary = "Accept-Encoding";
+    if (new Negotiator(req).encoding(["gzip", "identity"]) === "gzip") {
+      const body = await gzipped(json);
+      res.writeHead(status, { ...headers, "content-encoding": "gzip", "content-length": body.length });
+      res.end(body);
+      return;
+    }
+  }
+  res.writeHead(status, { ...headers, "content-length": bytes });
   res.end(json);
 }
 

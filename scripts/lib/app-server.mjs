@@ -13,7 +13,8 @@
 // the build's pages manifest), so caches, metrics and limits are shared; it gets the request as
 // Next.js would pass it (`req.url` rewritten to the route's path, `req.query` its path segments).
 // The response headers that next.config.mjs gives the path are set from the build's routes
-// manifest. A route that the build does not map exactly so (its rewrite changed, a header rule
+// manifest; the routes gzip their own large JSON answers as Next.js's `compress` would
+// (lib/http/node-response.ts). A route that the build does not map exactly so (its rewrite changed, a header rule
 // depends on the request) goes through Next.js as before, and the first line printed says so.
 //
 // Started as `node app-server.mjs -p PORT` (scripts/lib/app-process.ts). SIGTERM or SIGINT: stop

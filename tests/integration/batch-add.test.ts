@@ -1,6 +1,8 @@
+import { request } from "node:http";
+import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { addSamplesDirect } from "../helpers/bulk";
-import { client, makeTeam } from "../helpers/context";
+import { baseUrl, client, makeTeam } from "../helpers/context";
 import { expectDocumented } from "../helpers/openapi";
 
 const msg = (content: string) => [
@@ -115,5 +117,45 @@ describe("add-batch", () => {
     const single = await api.post(`/v1/pipelines/${pipeline}/add`, { messages: msg("c") });
     const listed = (await api.post(`/v1/pipelines/${pipeline}/samples`, { offset: 3 })).json as { id: string }[];
     expect(listed.map((s) => s.id)).toEqual([...batch.json.results.map((r: { id: string }) => r.id), single.json.id]);
+  });
+
+  // The production server hands this route to its handler without Next's routing; its answers are
+  // still compressed as Next.js compresses the others (1 kB or more, a client that takes gzip:
+  // lib/http/node-response.ts).
+  it("gzips a large answer for a client that takes gzip, and only then", async () => {
+    const { team, pipeline } = await setup();
+    const body = JSON.stringify({ samples: Array.from({ length: 40 }, (_, i) => ({ messages: msg(`z${i}`) })) });
+    const post = (acceptEncoding?: string) =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const req = request(`${baseUrl}/v1/pipelines/${pipeline}/add-batch`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${team.apiKey}`,
+            "content-type": "application/json",
+            ...(acceptEncoding ? { "accept-encoding": acceptEncoding } : {}),
+          },
+        });
+        req.on("response", (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const zipped = await post("gzip, deflate");
+    expect(zipped.status).toBe(200);
+    expect(zipped.headers["content-encoding"]).toBe("gzip");
+    expect(String(zipped.headers.vary)).toMatch(/accept-encoding/i);
+    const answer = JSON.parse(gunzipSync(zipped.body).toString()) as { results: unknown[] };
+    expect(answer.results).toHaveLength(40);
+    expect(Buffer.byteLength(JSON.stringify(answer))).toBeGreaterThan(1024);
+
+    for (const refusing of [undefined, "gzip;q=0, deflate", "br"]) {
+      const plain = await post(refusing);
+      expect(plain.headers["content-encoding"], refusing).toBeUndefined();
+      expect(Number(plain.headers["content-length"])).toBe(plain.body.length);
+      expect((JSON.parse(plain.body.toString()) as { results: unknown[] }).results).toHaveLength(40);
+    }
   });
 });

@@ -80,6 +80,8 @@ it("SIGTERM: a stream in flight runs to its end before the app exits", async () 
     });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-frame-options")).toBe("DENY"); // next.config.mjs's headers, on this path too
+    // fetch asks for gzip, but events are never compressed (they say no-transform): each goes out as it comes.
+    expect(res.headers.get("content-encoding")).toBeNull();
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let text = "";
     while (!text.includes("Hello")) text += (await reader.read()).value ?? "";
