@@ -33,10 +33,18 @@ BEGIN
   DELETE FROM pipeline_sample_counts c USING deleted_pipelines p WHERE c.pipeline_id = p.id;
   RETURN NULL;
 END $$;--> statement-breakpoint
+-- TRUNCATE (no row triggers, no transition table) empties every pipeline.
+CREATE FUNCTION lmp_forget_all_counts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM pipeline_sample_counts;
+  RETURN NULL;
+END $$;--> statement-breakpoint
 CREATE TRIGGER samples_count_insert AFTER INSERT ON samples REFERENCING NEW TABLE AS inserted_samples
   FOR EACH STATEMENT EXECUTE FUNCTION lmp_count_inserted_samples();--> statement-breakpoint
 CREATE TRIGGER samples_count_delete AFTER DELETE ON samples REFERENCING OLD TABLE AS deleted_samples
   FOR EACH STATEMENT EXECUTE FUNCTION lmp_count_deleted_samples();--> statement-breakpoint
+CREATE TRIGGER samples_count_truncate AFTER TRUNCATE ON samples
+  FOR EACH STATEMENT EXECUTE FUNCTION lmp_forget_all_counts();--> statement-breakpoint
 CREATE TRIGGER pipelines_forget_counts AFTER DELETE ON pipelines REFERENCING OLD TABLE AS deleted_pipelines
   FOR EACH STATEMENT EXECUTE FUNCTION lmp_forget_pipeline_counts();--> statement-breakpoint
 -- The samples stored before this migration.

@@ -132,7 +132,7 @@ describe("a pipeline's kept sample count", () => {
 });
 
 describe("the migration that adds the kept counts", () => {
-  it("counts the samples stored before it", async () => {
+  it("counts the samples stored before it (and a TRUNCATE empties them)", async () => {
     // A database migrated up to the migration before, with samples in it, then migrated on.
     const adminUrl = inject("adminDatabaseUrl");
     const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
@@ -167,6 +167,10 @@ describe("the migration that adds the kept counts", () => {
           { pipeline_id: "pipe_m2", n: 3 },
         ]);
         expect(await filteredCount(handle.db, "pipe_m1", everything)).toBe(7);
+        // A TRUNCATE (no row triggers) empties every pipeline's count too.
+        await handle.db.execute(sql`truncate samples`);
+        expect(await filteredCount(handle.db, "pipe_m1", everything)).toBe(0);
+        expect(await filteredCount(handle.db, "pipe_m2", everything)).toBe(0);
       } finally {
         await handle.close();
       }
