@@ -12,7 +12,7 @@ import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
 import { insertSampleRows, newSampleRow, type NewSample } from "./sample-rows";
-import { filteredCount, listedCount, selectionRows, textArray, whereOf } from "./selection-query";
+import { afterSample, filteredCount, listedCount, selectionRows, textArray, whereOf } from "./selection-query";
 
 /**
  * Adds a sample and its metadata labels. Concurrent adds on one connection pool go out together
@@ -144,9 +144,7 @@ export async function* streamSelection(
   let offset = input.selection.offset ?? 0;
   while (remaining > 0) {
     const size = Math.min(batch, remaining);
-    const where = after
-      ? [...src.where, sql`(${src.ts}, ${src.id}) > (${after.createdAt}::timestamptz, ${after.id})`]
-      : src.where;
+    const where = after ? [...src.where, afterSample(src, after)] : src.where;
     const condition = where.length > 0 ? sql`where ${sql.join(where, sql` and `)}` : sql``;
     const rows = await db.execute<SampleRow>(sql`
       select s.id, s.length, s.pipeline_id, s.team_id, s.created_at, s.created_at::text as created_at_text,
@@ -190,7 +188,7 @@ export async function countSelection(db: DbOrTx, input: { pipelineId: string; se
   if (cursor && input.selection.sample) {
     // The cursor applies within the sampled subset: counted from it, not from the filtered set.
     const src = selectionRows(input.pipelineId, input.selection, { withSamples: false });
-    src.where.push(sql`(${src.ts}, ${src.id}) > (${cursor.createdAt}::timestamptz, ${cursor.id})`);
+    src.where.push(afterSample(src, cursor));
     const [row] = await db.execute<{ n: number }>(sql`select count(*)::int as n from ${src.from} ${whereOf(src)}`);
     return listedCount({ limit: input.selection.limit, offset: input.selection.offset }, row?.n ?? 0);
   }

@@ -155,6 +155,11 @@ export function withinBound(src: Pick<Source, "ts" | "id">, bound: NonNullable<S
   return sql`(${src.ts}, ${src.id}) <= (${bound.createdAt}::timestamptz, ${bound.sampleId})`;
 }
 
+/** The SQL condition "after the sample at `at`" in selection order: a cursor, a keyset page, past a bound. */
+export function afterSample(src: Pick<Source, "ts" | "id">, at: { createdAt: string; id: string }): SQL {
+  return sql`(${src.ts}, ${src.id}) > (${at.createdAt}::timestamptz, ${at.id})`;
+}
+
 /**
  * The selection's rows, `sample` applied: a uniform random subset of `size` rows of the filtered
  * selection (frozen at `bound` when given), the rows whose ids come first in the order of
@@ -213,7 +218,7 @@ export async function filteredCount(
       if (!after && filtersNothing(selection)) return pipelineCount(db, pipelineId, bound);
       const src = selectionSource(pipelineId, selection, false);
       if (bound) src.where.push(withinBound(src, bound));
-      if (after) src.where.push(sql`(${src.ts}, ${src.id}) > (${after.createdAt}::timestamptz, ${after.id})`);
+      if (after) src.where.push(afterSample(src, after));
       const [row] = await db.execute<{ count: number }>(
         sql`select count(*)::int as count from ${src.from} ${whereOf(src)}`,
       );
@@ -239,7 +244,7 @@ const filtersNothing = (s: Selection) =>
 async function pipelineCount(db: DbOrTx, pipelineId: string, bound?: NonNullable<SelectionBound>): Promise<number> {
   const later = bound
     ? sql` - (select count(*) from samples s where s.pipeline_id = ${pipelineId}
-        and (s.created_at, s.id) > (${bound.createdAt}::timestamptz, ${bound.sampleId}))`
+        and ${afterSample({ ts: sql`s.created_at`, id: sql`s.id` }, { createdAt: bound.createdAt, id: bound.sampleId })})`
     : sql``;
   const [row] = await db.execute<{ count: number }>(
     sql`select ((select coalesce(sum(n), 0) from pipeline_sample_counts where pipeline_id = ${pipelineId})${later})::int as count`,
