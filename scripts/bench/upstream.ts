@@ -26,11 +26,11 @@ import { createTeam, setTeamLimits } from "@/lib/services/teams";
 import {
   cpuSeconds,
   freshDatabase,
-  syscalls,
   openRequest,
   percentile,
   round,
   startProductionApp,
+  syscalls,
   UNLIMITED,
 } from "./_harness";
 

@@ -1,21 +1,23 @@
 // The web app's production server: `next start`'s job (the production build, every page and
 // route through Next.js), with one short cut. The routes written against the plain Node request
 // and response (lib/http/node-deployment-route.ts, lib/http/node-api-route.ts: the deployment
-// endpoints and the pipelines' add, add-batch and import) are handed straight to their Pages
-// Router API route's handler, the one Next.js itself would run after routing the request there by
-// its rewrite in next.config.mjs. Next's routing (its router, the rewrite matching, the Pages
-// Router's API runtime) cost more CPU per request than what these routes do for one: in front of
-// a fast upstream server (`npm run bench -- upstream --tokens 32`), 0.57 against 1.28 ms of app
-// CPU per completion, and the time to first token through the app 0.9 against 1.8–2.4 ms above
-// the upstream's own; for an `add` (`npm run bench -- ingest`), 0.15 against 0.62–0.69 ms.
+// endpoints, the pipelines' add, add-batch and import, and OpenAI's two completion paths) are
+// handed straight to their Pages Router API route's handler, the one Next.js itself would run
+// after routing the request there by its rewrite in next.config.mjs. Next's routing (its router,
+// the rewrite matching, the Pages Router's API runtime) cost more CPU per request than what these
+// routes do for one: in front of a fast upstream server (`npm run bench -- upstream --tokens 32`),
+// 0.57 against 1.28 ms of app CPU per completion, and the time to first token through the app 0.9
+// against 1.8–2.4 ms above the upstream's own; for an `add` (`npm run bench -- ingest`), 0.15
+// against 0.62–0.69 ms.
 //
 // Each handler is the same module instance Next.js runs (its build's route entry, found through
 // the build's pages manifest), so caches, metrics and limits are shared; it gets the request as
 // Next.js would pass it (`req.url` rewritten to the route's path, `req.query` its path segments).
 // The response headers that next.config.mjs gives the path are set from the build's routes
 // manifest; the routes gzip their own large JSON answers as Next.js's `compress` would
-// (lib/http/node-response.ts). A route that the build does not map exactly so (its rewrite changed, a header rule
-// depends on the request) goes through Next.js as before, and the first line printed says so.
+// (lib/http/node-response.ts). A route that the build does not map exactly so (its rewrite
+// changed, a header rule depends on the request) goes through Next.js as before, and the first
+// line printed says so.
 //
 // Started as `node app-server.mjs -p PORT` (scripts/lib/app-process.ts). SIGTERM or SIGINT: stop
 // taking connections, let the requests in flight finish (streams included), close Next.js, exit

@@ -122,8 +122,8 @@ export const sampleLabels = pgTable(
 
 /**
  * Each pipeline's number of samples, kept by Postgres itself: statement triggers on samples
- * (drizzle/0013_pipeline_sample_counts.sql) add what each INSERT, COPY or DELETE changed, in the
- * same transaction, whoever ran it. A count of a whole pipeline then reads a few rows instead of
+ * (drizzle/0013_pipeline_sample_counts.sql) add what each INSERT, COPY or DELETE changed (a TRUNCATE
+ * empties them), in the same transaction, whoever ran it. A count of a whole pipeline then reads a few rows instead of
  * one index entry per sample (1M samples: ~100 ms), and so do `$ne` and `$exists: false`, which
  * are counted as differences from it (lib/services/selection-query.ts). A pipeline's count is
  * the sum of its rows: each connection adds to the shard of its backend (pid mod 16), so that
