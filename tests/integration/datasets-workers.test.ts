@@ -187,14 +187,22 @@ describe("dataset packaging by worker processes", () => {
         sql`select created_at::text as c, id from samples where pipeline_id = ${pipelineId} order by created_at desc, id desc limit 1`,
       );
       const job = { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
+      // The COPY lifts the statement timeout and parallel plans on its connection, for itself only.
+      const settings = () =>
+        one.db.execute(
+          sql`select current_setting('statement_timeout') as t, current_setting('max_parallel_workers_per_gather') as p`,
+        );
+      const before = await settings();
       let text = "";
       for await (const { chunk } of datasetCopy(one.db, job)) {
         await new Promise((r) => setTimeout(r, 100)); // a slow blob store
         text += chunk.toString();
       }
       expect(parse(text)).toEqual(lines);
+      expect(await settings()).toEqual(before);
       for await (const _ of datasetCopy(one.db, job)) break;
       expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);
+      expect(await settings()).toEqual(before);
     } finally {
       await one.close();
     }
