@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { createReadStream } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { createGzip } from "node:zlib";
 import type { BlobStore } from "@/lib/blob";
@@ -31,8 +30,8 @@ const CONTENT_TYPES = {
 
 /**
  * One file of a dataset being written to the blob store under `key` as rows arrive: JSONL lines
- * (gzipped or not), or for Parquet the rows' JSON lines into a scratch file that becomes the
- * Parquet file at the end (parquet-file.ts) and is uploaded then. Bytes are counted and hashed (SHA-256) as they leave, after
+ * (gzipped or not), or for Parquet the rows' JSON lines into scratch files that become the
+ * Parquet file (parquet-file.ts), uploaded at the end. Bytes are counted and hashed (SHA-256) as they leave, after
  * compression, so `bytes` and `checksum` describe the stored file. Writes wait while the blob
  * store is behind (backpressure): memory stays bounded.
  */
@@ -60,7 +59,7 @@ export class DatasetOutput {
     this.stored = blobs.put(file.key, this.counted(body), { signal, contentType });
     // A failed upload must not leave writers waiting for 'drain': they see it through `stored`.
     this.stored.catch(() => this.input.destroy());
-    this.parquet = options.format === "parquet" ? new ParquetFile(scratchDir) : undefined;
+    this.parquet = options.format === "parquet" ? new ParquetFile(scratchDir, signal) : undefined;
   }
 
   /**
@@ -97,9 +96,7 @@ export class DatasetOutput {
   async finish(): Promise<StoredFile> {
     await this.flushBatch();
     if (this.parquet) {
-      const file = await this.parquet.finish(this.signal);
-      for await (const chunk of createReadStream(file, { highWaterMark: 1024 * 1024 }))
-        await this.send(chunk as Buffer);
+      for await (const chunk of await this.parquet.finish()) await this.send(chunk);
       this.parquet.remove();
     }
     this.input.end();
