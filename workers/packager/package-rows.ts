@@ -40,7 +40,7 @@ export async function packageRows(
   const o = job.options;
   const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
   const invalid: Partial<Record<InvalidReason, number>> = {};
-  const seen = o.dedupe ? await SeenConversations.create(job.size) : undefined;
+  const seen = o.dedupe ? new SeenConversations(job.size) : undefined;
   const tally = counter ? new TokenTally() : undefined;
   const splits = { train: 0, validation: 0 };
   let duplicate = 0;

@@ -35,7 +35,7 @@ describe("openai-chat validation", () => {
 
 describe("SeenConversations", () => {
   it("tells conversations apart by their tool calls, not only by role and content", async () => {
-    const seen = await SeenConversations.create();
+    const seen = new SeenConversations();
     const call = (args: string) => ({ id: "c", type: "function" as const, function: { name: "f", arguments: args } });
     expect(seen.add([{ role: "assistant", content: null, tool_calls: [call("{}")] }])).toBe(true);
     expect(seen.add([{ role: "assistant", content: null, tool_calls: [call('{"a":1}')] }])).toBe(true);
@@ -45,7 +45,7 @@ describe("SeenConversations", () => {
   it.each([0, 20_000, 50_000])(
     "keeps the first of each conversation (contents trimmed), sized for %i, through growths",
     async (expected) => {
-      const seen = await SeenConversations.create(expected);
+      const seen = new SeenConversations(expected);
       for (let i = 0; i < 30_000; i++) expect(seen.add([m("user", `q${i}`)])).toBe(true);
       for (let i = 0; i < 30_000; i += 7) expect(seen.add([m("user", `  q${i}\n`)])).toBe(false);
       expect(seen.add([m("assistant", "q1")])).toBe(true); // the role counts
@@ -55,7 +55,7 @@ describe("SeenConversations", () => {
   );
 
   it("never mistakes one conversation for another whose fields run together", async () => {
-    const seen = await SeenConversations.create();
+    const seen = new SeenConversations();
     const conversations: Message[][] = [
       [m("user", "ab"), m("user", "c")],
       [m("user", "a"), m("user", "bc")],

@@ -1,6 +1,6 @@
-import { createXXHash128, type IHasher } from "hash-wasm";
 import type { InvalidReason } from "@/lib/contracts/dataset-options";
 import type { ToolCall } from "@/lib/contracts/messages";
+import { murmur3x86128 } from "./murmur3";
 import { KEY_END, KEY_JSON, KEY_NULL } from "./plain-conversation";
 
 /** A stored message (lib/contracts/messages.ts); data inserted another way may hold any role. */
@@ -28,33 +28,28 @@ export function openAiChatRefusal(messages: Message[]): InvalidReason | undefine
 }
 
 /**
- * The conversations seen so far, as 128-bit digests (XXH128, hash-wasm) of their keys
- * (conversationKey: each content trimmed, role, tool calls and the other fields as they are), in
- * an open-addressing table of 32-bit words: 32 bytes per conversation at most (1M conversations:
- * 32 MB), instead of a Set of strings (~100 MB). XXH128 instead of MD5: a third of the time per
- * sample (Node's one-shot MD5 costs about 2 µs a call), with as few accidental collisions; a
- * deliberate collision can only drop a sample from its own team's dataset.
+ * The conversations seen so far, as 128-bit digests (MurmurHash3 x86-128, murmur3.ts) of their
+ * keys (conversationKey: each content trimmed, role, tool calls and the other fields as they are),
+ * in an open-addressing table of 32-bit words: 16 bytes per slot, 32 bytes per conversation at
+ * most (1M conversations: 32 MB), instead of a Set of strings (~100 MB). 128 bits make an
+ * accidental collision as unlikely as with MD5 (about 10^-27 for a million conversations);
+ * MurmurHash3 is not built to resist a deliberate one, which could only drop a sample from its
+ * own team's dataset.
  */
 export class SeenConversations {
   private slots: Uint32Array;
   private count = 0;
   /** conversationKey's bytes for `add`. */
   private scratch: Buffer = Buffer.allocUnsafe(4096);
+  private readonly digest = new Int32Array(4);
 
-  private constructor(
-    private readonly hasher: IHasher,
-    expected: number,
-  ) {
+  /** A table for about `expected` conversations (more are fine). */
+  constructor(expected = 0) {
     // Sized for `expected` conversations at most half full, so a whole selection never regrows
     // the table (up to 2^20 of them: 32 MB; larger selections grow it as they go).
     let capacity = 4096;
     while (capacity < Math.min(expected, 1 << 20) * 2) capacity *= 2;
     this.slots = new Uint32Array(capacity * 4);
-  }
-
-  /** A table for about `expected` conversations (more are fine). */
-  static async create(expected = 0): Promise<SeenConversations> {
-    return new SeenConversations(await createXXHash128(), expected);
   }
 
   /** True the first time a conversation is added (the one to keep), false for its repeats. */
@@ -66,14 +61,9 @@ export class SeenConversations {
 
   /** The same, for a conversation's key already made (`key[0, length)`: PlainConversation's). */
   addKey(key: Buffer, length: number): boolean {
-    this.hasher.init();
-    this.hasher.update(key.subarray(0, length));
-    const d = this.hasher.digest("binary");
-    const w0 = d[0]! | (d[1]! << 8) | (d[2]! << 16) | (d[3]! << 24);
-    const w1 = d[4]! | (d[5]! << 8) | (d[6]! << 16) | (d[7]! << 24);
-    const w2 = d[8]! | (d[9]! << 8) | (d[10]! << 16) | (d[11]! << 24);
-    const w3 = d[12]! | (d[13]! << 8) | (d[14]! << 16) | (d[15]! << 24) | 1;
-    if (!this.insert(w0, w1, w2, w3)) return false;
+    const d = this.digest;
+    murmur3x86128(key, length, 0, d);
+    if (!this.insert(d[0]!, d[1]!, d[2]!, d[3]! | 1)) return false;
     if (++this.count * 2 > this.slots.length / 4) this.grow();
     return true;
   }
