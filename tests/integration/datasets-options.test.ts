@@ -369,8 +369,8 @@ describe("dataset options", () => {
 });
 
 describe("split side in SQL", () => {
+  const ids = [...Array.from({ length: 3000 }, () => newId("sample")), "smp_ünïcødé_✓", "", "a:b:c"];
   it("Postgres puts every id on the side the documented formula (side, above) gives: the packager reads it from the COPY", async () => {
-    const ids = [...Array.from({ length: 3000 }, () => newId("sample")), "smp_ünïcødé_✓", "", "a:b:c"];
     for (const split of [
       { validation: 0.3, seed: 9 },
       { validation: 0.1, seed: 0 },
@@ -390,6 +390,22 @@ describe("split side in SQL", () => {
       }
       for (const id of ids)
         expect(got.get(id), `${id} with ${JSON.stringify(split)}`).toBe(side(id, split) === "validation");
+    }
+  });
+
+  it("agrees at the boundary: a fraction exactly at an id's 6 bytes, just above, and between two values", async () => {
+    const seed = 5;
+    for (const id of ids.slice(0, 20)) {
+      const v = createHash("sha256").update(`${seed}:${id}`).digest().readUIntBE(0, 6);
+      for (const validation of [v / 2 ** 48, (v + 1) / 2 ** 48, (v + 0.5) / 2 ** 48, (v - 0.5) / 2 ** 48]) {
+        if (validation <= 0) continue;
+        const split = { validation, seed };
+        const [row] = await db().db.execute<{ side: number }>(
+          sql`select ${splitSideSql(split)} as side from (select ${id}::text as id) s`,
+        );
+        expect(Number(row!.side) === 1, `${id} at ${validation}`).toBe(side(id, split) === "validation");
+        expect(side(id, split)).toBe(validation > v / 2 ** 48 ? "validation" : "train");
+      }
     }
   });
 });
