@@ -187,11 +187,14 @@ describe("dataset packaging by worker processes", () => {
         sql`select created_at::text as c, id from samples where pipeline_id = ${pipelineId} order by created_at desc, id desc limit 1`,
       );
       const job = { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
-      // The COPY lifts the statement timeout and parallel plans on its connection, for itself only.
+      // The COPY lifts the statement timeout and parallel plans, and writes times in UTC, on its
+      // connection, for itself only.
       const settings = () =>
         one.db.execute(
-          sql`select current_setting('statement_timeout') as t, current_setting('max_parallel_workers_per_gather') as p`,
+          sql`select current_setting('statement_timeout') as t, current_setting('max_parallel_workers_per_gather') as p,
+                     current_setting('TimeZone') as z`,
         );
+      await one.db.execute(sql`set timezone = 'America/New_York'`);
       const before = await settings();
       let text = "";
       for await (const { chunk } of datasetCopy(one.db, job)) {
@@ -199,6 +202,14 @@ describe("dataset packaging by worker processes", () => {
         text += chunk.toString();
       }
       expect(parse(text)).toEqual(lines);
+      expect(await settings()).toEqual(before);
+      // The Parquet record's time is in UTC, whatever the connection's time zone.
+      let records = "";
+      for await (const { chunk } of datasetCopy(one.db, job, "parquet")) records += chunk.toString();
+      const [first] = await one.db.execute<{ utc: string }>(
+        sql`select (min(created_at) at time zone 'UTC')::text as utc from samples where pipeline_id = ${pipelineId}`,
+      );
+      expect(JSON.parse(records.split("\n")[0]!).createdAt).toBe(`${first!.utc}+00`);
       expect(await settings()).toEqual(before);
       for await (const _ of datasetCopy(one.db, job)) break;
       expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);

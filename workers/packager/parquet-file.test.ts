@@ -23,10 +23,10 @@ async function bytesOf(file: ParquetFile): Promise<ArrayBuffer> {
 
 const call = { id: "c1", type: "function", function: { name: "f", arguments: '{"x":1}' } };
 
-/** The record the packager's COPY renders for a sample (lib/services/dataset-jobs.ts). */
+/** A sample's record: what the Parquet file holds. */
 const record = (i: number) => ({
   id: `smp_${i}`,
-  createdAt: 1_700_000_000_000_000 + i,
+  createdAt: 1_700_000_000_000_000 + i * 10_007, // some without a fraction of a second
   userId: i % 3 ? `u${i % 7}` : null,
   // One value per 10,000 records: a lookup finds its row groups by their statistics and bloom filters.
   groupId: i % 4 ? `g${Math.floor(i / 10_000)}` : null,
@@ -38,6 +38,22 @@ const record = (i: number) => ({
   ],
 });
 
+/**
+ * The line the packager's COPY renders for a record (lib/services/dataset-jobs.ts): the strings in
+ * `f`, the time as Postgres writes a timestamptz in UTC (the fraction's trailing zeros dropped).
+ */
+const line = (r: ReturnType<typeof record>) =>
+  JSON.stringify({ f: [r.id, r.userId, r.groupId, r.metadata], createdAt: pgTime(r.createdAt), messages: r.messages }) +
+  "\n";
+
+function pgTime(us: number): string {
+  const iso = new Date(Math.floor(us / 1000)).toISOString();
+  const fraction = String(us % 1_000_000)
+    .padStart(6, "0")
+    .replace(/0+$/, "");
+  return `${iso.slice(0, 10)} ${iso.slice(11, 19)}${fraction ? `.${fraction}` : ""}+00`;
+}
+
 describe("ParquetFile", () => {
   it("converts the records in parts and joins them, in order, as an independent reader reads them", async () => {
     const scratch = scratchDir();
@@ -45,7 +61,7 @@ describe("ParquetFile", () => {
     const file = new ParquetFile(scratch, live(), 1024 * 1024);
     const total = 45_000;
     // Lines arrive in chunks cut anywhere, as COPY chunks are.
-    const text = Buffer.from(Array.from({ length: total }, (_, i) => JSON.stringify(record(i)) + "\n").join(""));
+    const text = Buffer.from(Array.from({ length: total }, (_, i) => line(record(i))).join(""));
     for (let at = 0; at < text.length; at += 70_001) await file.write(text.subarray(at, at + 70_001));
     const bytes = await bytesOf(file);
     // Groups of at most about 10,000 rows (DuckDB rounds to its vectors of 2,048): memory holds
@@ -122,7 +138,7 @@ describe("ParquetFile", () => {
     });
     // Two parts of the default size (each ends with a whole record), then one record of 15 MB.
     const sizes = [3, 3, 3, 3, 3, 3, 3, 3, 15];
-    for (const [i, mb] of sizes.entries()) await file.write(Buffer.from(JSON.stringify(big(i, mb)) + "\n"));
+    for (const [i, mb] of sizes.entries()) await file.write(Buffer.from(line(big(i, mb))));
     const rows = await parquetReadObjects({ file: await bytesOf(file), columns: ["id", "messages"] });
     expect(rows.map((r) => r.id)).toEqual(sizes.map((_, i) => `smp_${i}`));
     expect(rows.map((r) => (r.messages as { content: string }[])[0]!.content.length)).toEqual(
@@ -154,7 +170,7 @@ describe("ParquetFile", () => {
     const scratch = scratchDir();
     const abort = new AbortController();
     const file = new ParquetFile(scratch, abort.signal);
-    await file.write(Buffer.from(JSON.stringify(record(1)) + "\n"));
+    await file.write(Buffer.from(line(record(1))));
     abort.abort(new Error("shutting down"));
     await expect(file.finish()).rejects.toThrow("shutting down");
     file.remove();
@@ -164,7 +180,7 @@ describe("ParquetFile", () => {
   it("sweeps the scratch folders of dead writers only", async () => {
     const scratch = scratchDir();
     const writing = new ParquetFile(scratch, live());
-    await writing.write(Buffer.from(JSON.stringify(record(1)) + "\n"));
+    await writing.write(Buffer.from(line(record(1))));
     const dead = path.join(scratch, "parquet-dead");
     mkdirSync(path.join(dead, "spill"), { recursive: true });
     writeFileSync(path.join(dead, "rows.jsonl"), "{}\n");
@@ -192,7 +208,7 @@ describe("ParquetFile", () => {
   it("fails on a line that is not a record, with DuckDB's reason", async () => {
     const scratch = scratchDir();
     const file = new ParquetFile(scratch, live());
-    await file.write(Buffer.from(JSON.stringify(record(1)) + "\n{not json\n"));
+    await file.write(Buffer.from(line(record(1)) + "{not json\n"));
     await expect(file.finish()).rejects.toThrow(/json/i);
     file.remove();
     expect(readdirSync(scratch)).toEqual([]);

@@ -10,11 +10,12 @@ import { joinedParquetFooter, PARQUET_MAGIC, readParquetPart, type ParquetPart }
 
 /**
  * What the packager's COPY renders for one Parquet row (lib/services/dataset-jobs.ts): a JSON
- * object per line, `{"id", "createdAt" (µs since the epoch, UTC), "userId", "groupId",
- * "metadata" (the metadata's JSON text, as a string), "messages"}`.
+ * object per line, `{"f": [id, userId, groupId, metadata (its JSON text, as a string)],
+ * "createdAt": "2026-11-25 22:55:35.191145+00" (Postgres's text of the timestamp, in UTC),
+ * "messages": [...]}`.
  */
 const COLUMNS =
-  "{id: 'VARCHAR', createdAt: 'BIGINT', userId: 'VARCHAR', groupId: 'VARCHAR', metadata: 'VARCHAR', " +
+  "{f: 'VARCHAR[]', createdAt: 'TIMESTAMPTZ', " +
   "messages: 'STRUCT(role VARCHAR, content VARCHAR, name VARCHAR, tool_call_id VARCHAR, tool_calls VARCHAR)[]'}";
 
 /**
@@ -167,7 +168,7 @@ export class ParquetFile {
         connection,
         `
         copy (
-          select id, make_timestamptz(createdAt) as createdAt, userId, groupId, metadata, messages
+          select f[1] as id, createdAt, f[2] as userId, f[3] as groupId, f[4] as metadata, messages
           from read_json(${literal(source)}, format = 'newline_delimited', columns = ${COLUMNS})
         ) to ${literal(target)} (format parquet, compression snappy, row_group_size ${ROW_GROUP_ROWS})`,
         this.signal,
