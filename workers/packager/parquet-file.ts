@@ -37,8 +37,8 @@ const DUCKDB_MEMORY = "96MB";
  * Bytes of JSON lines per part: a part is converted while the next one is written, each by a
  * DuckDB instance of its own, closed after it (one kept for all held about 80 MB more: its buffer
  * pool keeps what it used). Measured with 1M three-message samples (about 345 MB of lines): parts
- * of 16 MB kept the worker's peak at 249 MB (32 MB parts and one instance: 350–380 MB); what is
- * left to convert once the rows have all arrived is then a part or two.
+ * of 16 MB kept the worker's peak at 245–286 MB in eight runs (32 MB parts and one instance:
+ * 350–380 MB); what is left to convert once the rows have all arrived is then a part or two.
  */
 const PART_BYTES = 16 * 1024 * 1024;
 
