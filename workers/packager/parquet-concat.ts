@@ -46,7 +46,8 @@ interface MapValue {
   entries: [Value, Value][];
 }
 
-const MAGIC = Buffer.from("PAR1");
+/** The four bytes a Parquet file starts and ends with. */
+export const PARQUET_MAGIC = Buffer.from("PAR1");
 
 /** FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields used here (parquet.thrift). */
 const FILE = { NUM_ROWS: 3, ROW_GROUPS: 4, SCHEMA: 2 } as const;
@@ -270,7 +271,7 @@ export async function readParquetPart(file: string): Promise<ParquetPart> {
     const tail = Buffer.alloc(8);
     if (size < 12) throw new Error("not a Parquet file");
     await handle.read(tail, 0, 8, size - 8);
-    if (!tail.subarray(4).equals(MAGIC)) throw new Error("not a Parquet file");
+    if (!tail.subarray(4).equals(PARQUET_MAGIC)) throw new Error("not a Parquet file");
     const length = tail.readUInt32LE(0);
     if (length + 12 > size) throw new Error("the Parquet footer is longer than the file");
     const bytes = Buffer.alloc(length);
@@ -329,7 +330,5 @@ export function joinedParquetFooter(parts: ParquetPart[]): Buffer {
   const body = w.done();
   const length = Buffer.alloc(4);
   length.writeUInt32LE(body.length);
-  return Buffer.concat([body, length, MAGIC]);
+  return Buffer.concat([body, length, PARQUET_MAGIC]);
 }
-
-export const PARQUET_MAGIC = MAGIC;

@@ -69,8 +69,8 @@ export class ParquetFile {
   /** The conversions, one after the other; never rejects (a failure lands in `failure`). */
   private converted: Promise<void> = Promise.resolve();
   private failure: { error: unknown } | undefined;
-  /** The instance converting a part (one per part). */
-  private duck: { instance: DuckDBInstance; connection: DuckDBConnection } | undefined;
+  /** The connection converting a part now (remove() interrupts it). */
+  private converting: DuckDBConnection | undefined;
   private removed = false;
 
   /**
@@ -137,11 +137,7 @@ export class ParquetFile {
       .then(async () => {
         await finished(part.lines);
         if (this.failure) return;
-        try {
-          await this.convert(part.path, target);
-        } finally {
-          this.closeDuck();
-        }
+        await this.convert(part.path, target);
         rmSync(part.path, { force: true });
       })
       .catch((error: unknown) => {
@@ -149,18 +145,17 @@ export class ParquetFile {
       });
   }
 
+  /** One part's conversion, by a DuckDB instance of its own (PART_BYTES says why), closed after it. */
   private async convert(source: string, target: string): Promise<void> {
     this.signal.throwIfAborted();
     if (this.removed) throw new Error("the Parquet file was removed");
-    if (!this.duck) {
-      const instance = await DuckDBInstance.create(":memory:", {
-        threads: "1",
-        memory_limit: DUCKDB_MEMORY,
-        temp_directory: path.join(this.dir, "spill"),
-      });
-      this.duck = { instance, connection: await instance.connect() };
-    }
-    const { connection } = this.duck;
+    const instance = await DuckDBInstance.create(":memory:", {
+      threads: "1",
+      memory_limit: DUCKDB_MEMORY,
+      temp_directory: path.join(this.dir, "spill"),
+    });
+    const connection = await instance.connect();
+    this.converting = connection;
     const interrupt = () => connection.interrupt();
     this.signal.addEventListener("abort", interrupt, { once: true });
     try {
@@ -175,6 +170,9 @@ export class ParquetFile {
       );
     } finally {
       this.signal.removeEventListener("abort", interrupt);
+      this.converting = undefined;
+      connection.closeSync();
+      instance.closeSync();
     }
   }
 
@@ -188,17 +186,10 @@ export class ParquetFile {
       this.closePart();
     }
     await this.converted;
-    this.closeDuck();
     this.signal.throwIfAborted();
     if (this.failure) throw this.failure.error;
     const parts = await Promise.all(this.outputs.map((file) => readParquetPart(file)));
     return joinedParquetBytes(parts);
-  }
-
-  private closeDuck(): void {
-    this.duck?.connection.closeSync();
-    this.duck?.instance.closeSync();
-    this.duck = undefined;
   }
 
   /** Removes the scratch files (after finish(), or after a failure); never throws. */
@@ -206,9 +197,8 @@ export class ParquetFile {
     this.removed = true;
     this.part?.lines.destroy();
     this.part = undefined;
-    this.duck?.connection.interrupt();
-    // A conversion under way fails (it was interrupted, or its folder is gone); then DuckDB closes.
-    void this.converted.then(() => this.closeDuck());
+    // A conversion under way fails (it was interrupted, or its folder is gone) and closes its DuckDB.
+    this.converting?.interrupt();
     try {
       rmSync(this.dir, { recursive: true, force: true });
     } catch {
