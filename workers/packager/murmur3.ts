@@ -14,21 +14,17 @@ export function murmur3x86128(bytes: Uint8Array, length: number, seed: number, o
   const blocks = length & ~15;
   let i = 0;
   for (; i < blocks; i += 16) {
-    let k1 = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
-    let k2 = bytes[i + 4]! | (bytes[i + 5]! << 8) | (bytes[i + 6]! << 16) | (bytes[i + 7]! << 24);
-    let k3 = bytes[i + 8]! | (bytes[i + 9]! << 8) | (bytes[i + 10]! << 16) | (bytes[i + 11]! << 24);
-    let k4 = bytes[i + 12]! | (bytes[i + 13]! << 8) | (bytes[i + 14]! << 16) | (bytes[i + 15]! << 24);
-    k1 = Math.imul(rotl(Math.imul(k1, C1), 15), C2);
-    h1 ^= k1;
+    const k1 = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24);
+    const k2 = bytes[i + 4]! | (bytes[i + 5]! << 8) | (bytes[i + 6]! << 16) | (bytes[i + 7]! << 24);
+    const k3 = bytes[i + 8]! | (bytes[i + 9]! << 8) | (bytes[i + 10]! << 16) | (bytes[i + 11]! << 24);
+    const k4 = bytes[i + 12]! | (bytes[i + 13]! << 8) | (bytes[i + 14]! << 16) | (bytes[i + 15]! << 24);
+    h1 ^= mix1(k1);
     h1 = (Math.imul((rotl(h1, 19) + h2) | 0, 5) + 0x561ccd1b) | 0;
-    k2 = Math.imul(rotl(Math.imul(k2, C2), 16), C3);
-    h2 ^= k2;
+    h2 ^= mix2(k2);
     h2 = (Math.imul((rotl(h2, 17) + h3) | 0, 5) + 0x0bcaa747) | 0;
-    k3 = Math.imul(rotl(Math.imul(k3, C3), 17), C4);
-    h3 ^= k3;
+    h3 ^= mix3(k3);
     h3 = (Math.imul((rotl(h3, 15) + h4) | 0, 5) + 0x96cd1c35) | 0;
-    k4 = Math.imul(rotl(Math.imul(k4, C4), 18), C1);
-    h4 ^= k4;
+    h4 ^= mix4(k4);
     h4 = (Math.imul((rotl(h4, 13) + h1) | 0, 5) + 0x32ac3b17) | 0;
   }
   // The tail: its bytes little-endian into k1…k4, the reference's fall-through switch.
@@ -44,10 +40,10 @@ export function murmur3x86128(bytes: Uint8Array, length: number, seed: number, o
     else if (t >= 4) k2 ^= b;
     else k1 ^= b;
   }
-  if (tail > 12) h4 ^= Math.imul(rotl(Math.imul(k4, C4), 18), C1);
-  if (tail > 8) h3 ^= Math.imul(rotl(Math.imul(k3, C3), 17), C4);
-  if (tail > 4) h2 ^= Math.imul(rotl(Math.imul(k2, C2), 16), C3);
-  if (tail > 0) h1 ^= Math.imul(rotl(Math.imul(k1, C1), 15), C2);
+  if (tail > 12) h4 ^= mix4(k4);
+  if (tail > 8) h3 ^= mix3(k3);
+  if (tail > 4) h2 ^= mix2(k2);
+  if (tail > 0) h1 ^= mix1(k1);
 
   h1 ^= length;
   h2 ^= length;
@@ -74,6 +70,12 @@ const C3 = 0x38b34ae5;
 const C4 = 0xa1e38b93 | 0;
 
 const rotl = (x: number, r: number) => (x << r) | (x >>> (32 - r));
+
+/** Each lane's mix of a 32-bit word of the input, for the blocks and the tail alike. */
+const mix1 = (k: number) => Math.imul(rotl(Math.imul(k, C1), 15), C2);
+const mix2 = (k: number) => Math.imul(rotl(Math.imul(k, C2), 16), C3);
+const mix3 = (k: number) => Math.imul(rotl(Math.imul(k, C3), 17), C4);
+const mix4 = (k: number) => Math.imul(rotl(Math.imul(k, C4), 18), C1);
 
 function fmix(h: number): number {
   h ^= h >>> 16;
