@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { sql, type SQL } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
+import { BinaryCopyRows, type CopyRowBatch } from "../db/copy-binary";
 import { copyTextUnescaper, countNewlines, inlineParams } from "../db/copy-text";
 import { rawSql } from "../db/raw";
 import type { Selection } from "../contracts/pipelines";
@@ -188,20 +189,17 @@ export function splitSideSql(split: { validation: number; seed: number }): SQL {
 }
 
 /**
- * The frozen selection in selection order, one row per sample with `columns` (one JSONL
- * `{"messages": [...]}` line per sample for "line"), and with `split` a second field: the
- * sample's split side (splitSideSql: 1 validation, 0 train). Postgres renders the rows and sends them with
- * one `COPY (SELECT …) TO STDOUT`, streamed with backpressure: the fastest way out of the server
- * (about the time of COPYing the messages alone), in flat memory. Chunks are unescaped; each row
- * ends with a newline.
+ * The frozen selection in selection order as `COPY (SELECT …) TO STDOUT`, one row per sample
+ * with `columns`, and with `split` the sample's split side after it (splitSideSql: 1
+ * validation, 0 train): the fastest way out of the server, streamed with backpressure in flat
+ * memory.
  */
-export async function* datasetCopy(
-  db: DbOrTx,
-  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
-  columns: RowColumns = "line",
-  split?: { validation: number; seed: number },
-): AsyncGenerator<CopyChunk> {
-  if (!job.bound) return;
+function copyStatement(
+  job: Pick<DatasetJob, "pipelineId" | "selection"> & { bound: NonNullable<SelectionBound> },
+  columns: RowColumns,
+  split: { validation: number; seed: number } | undefined,
+  format: "text" | "binary",
+): string {
   const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound: job.bound });
   const query = new PgDialect().sqlToQuery(sql`
     copy (
@@ -209,32 +207,135 @@ export async function* datasetCopy(
       ${whereOf(src)}
       order by ${src.ts}, ${src.id}
       ${job.selection.limit !== undefined ? sql`limit ${job.selection.limit}` : sql``} offset ${job.selection.offset ?? 0}
-    ) to stdout`);
-  // A connection of its own: nothing else may be queued behind the COPY on its socket. A file
-  // takes as long as it takes: the pool's statement timeout is lifted for the COPY. No parallel
-  // plan: where the rendering of a row is costly (the Parquet record's), Postgres would otherwise
-  // sort the whole selection in parallel workers before sending the first row (1M samples: 1.5 s
-  // of two cores' work, the first row only then), where the order index streams it from the start
-  // on one core and leaves the other to the packager. Times are written in UTC (the Parquet
-  // record's); the selection's own bounds all carry their offset. All three are settings of the
-  // COPY's transaction only (SET LOCAL): the connection goes back to the pool as it came.
+    ) to stdout${format === "binary" ? sql` (format binary)` : sql``}`);
+  return inlineParams(query.sql, query.params);
+}
+
+/**
+ * Runs a COPY statement on a connection of its own (nothing else may be queued behind the COPY
+ * on its socket) and hands its stream to `read`. A file takes as long as it takes: the pool's
+ * statement timeout is lifted for the COPY. No parallel plan: where the rendering of a row is
+ * costly (the Parquet record's), Postgres would otherwise sort the whole selection in parallel
+ * workers before sending the first row (1M samples: 1.5 s of two cores' work, the first row only
+ * then), where the order index streams it from the start on one core and leaves the other to
+ * the packager. Times are written in UTC (the Parquet record's); the selection's own bounds all
+ * carry their offset. All three are settings of the COPY's transaction only (SET LOCAL): the
+ * connection goes back to the pool as it came.
+ */
+async function* reservedCopy<T>(
+  db: DbOrTx,
+  statement: string,
+  read: (stream: Readable) => AsyncGenerator<T>,
+): AsyncGenerator<T> {
   const reserved = await rawSql(db).reserve();
   let stream: Readable | undefined;
   try {
     await reserved.unsafe(
       "begin; set local statement_timeout = 0; set local max_parallel_workers_per_gather = 0; set local timezone = 'UTC'",
     );
-    stream = await reserved.unsafe(inlineParams(query.sql, query.params)).readable();
-    const unescape = copyTextUnescaper();
-    for await (const raw of stream.iterator({ destroyOnReturn: false })) {
-      const chunk = raw as Buffer;
-      yield { chunk: unescape(chunk), count: countNewlines(chunk) };
-    }
+    stream = await reserved.unsafe(statement).readable();
+    yield* read(stream);
   } finally {
     if (stream) await settleCopy(stream);
     await reserved.unsafe("rollback").catch(() => {});
     reserved.release();
   }
+}
+
+/**
+ * The frozen selection's rows as lines (`columns`: one JSONL `{"messages": [...]}` line per
+ * sample for "line"), in text COPY chunks that are the file's lines as they come: unescaped, each
+ * row ending with a newline (a chunk without an escape is passed on without a copy).
+ */
+export async function* datasetCopy(
+  db: DbOrTx,
+  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
+  columns: RowColumns = "line",
+): AsyncGenerator<CopyChunk> {
+  const bound = job.bound;
+  if (!bound) return;
+  yield* reservedCopy(db, copyStatement({ ...job, bound }, columns, undefined, "text"), async function* (stream) {
+    const unescape = copyTextUnescaper();
+    for await (const raw of stream.iterator({ destroyOnReturn: false })) {
+      const chunk = raw as Buffer;
+      yield { chunk: unescape(chunk), count: countNewlines(chunk) };
+    }
+  });
+}
+
+/** Bytes of rows read ahead of the packager before the COPY is paused (its socket then fills). */
+const ROWS_AHEAD_BYTES = 1024 * 1024;
+
+/**
+ * The frozen selection's rows one by one, for packaging that looks at each sample: the line of
+ * `columns` (field 0), and with `split` the side as a 4-byte integer (field 1, its last byte 1
+ * for validation). Binary COPY: Postgres sends each field's bytes as they are, behind their
+ * length, and each row in a message of its own, which the rows are read in where they arrived.
+ * Text COPY's escaping (a backslash before every backslash of the JSON text: every quote and
+ * newline of a message) cost Postgres a pass over every byte and the packager a copy of every
+ * chunk with one, and its chunks were concatenated twice (by the stream, then across cut lines).
+ * Batches are the rows that arrived while the packager was busy; it pauses the COPY when it falls
+ * more than ROWS_AHEAD_BYTES behind.
+ */
+export async function* datasetRows(
+  db: DbOrTx,
+  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
+  columns: RowColumns,
+  split?: { validation: number; seed: number },
+): AsyncGenerator<CopyRowBatch> {
+  const bound = job.bound;
+  if (!bound) return;
+  const fields = split ? 2 : 1;
+  yield* reservedCopy(db, copyStatement({ ...job, bound }, columns, split, "binary"), async function* (stream) {
+    const rows = new BinaryCopyRows(fields);
+    let failure: { error: unknown } | undefined;
+    let ended = false;
+    let ahead = 0;
+    let wake: (() => void) | undefined;
+    const notify = () => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    const onData = (message: Buffer) => {
+      try {
+        rows.push(message);
+      } catch (error) {
+        failure ??= { error };
+      }
+      ahead += message.length;
+      if (ahead >= ROWS_AHEAD_BYTES || failure) stream.pause();
+      notify();
+    };
+    const onEnd = () => {
+      ended = true;
+      notify();
+    };
+    const onError = (error: unknown) => {
+      failure ??= { error };
+      notify();
+    };
+    stream.on("data", onData);
+    stream.once("end", onEnd);
+    stream.once("error", onError);
+    try {
+      for (;;) {
+        if (failure) throw failure.error;
+        if (rows.count > 0) {
+          const batch = rows.take();
+          ahead = 0;
+          if (stream.isPaused()) stream.resume();
+          yield batch;
+        } else if (ended) break;
+        else await new Promise<void>((resolve) => (wake = resolve));
+      }
+      if (!rows.ended) throw new Error("the COPY ended without its trailer");
+    } finally {
+      stream.off("data", onData);
+      stream.off("end", onEnd);
+      stream.off("error", onError);
+    }
+  });
 }
 
 /**

@@ -1,5 +1,8 @@
 // npm run bench -- datasets [--samples N] [--rounds R]
-// On the real Postgres, with N (default 1,000,000) samples in one pipeline:
+// On the real Postgres, with N (default 1,000,000) samples in one pipeline, three-message
+// conversations whose answer has line breaks, quotes and a tab, as chat text does (each is an
+// escape in JSON text, and text COPY escapes every backslash of those again: data without them
+// measured the cheapest case only):
 //  1. the time of `COPY (SELECT messages … same selection) TO STDOUT` read through postgres.js;
 //  2. a real worker process (workers/main.ts) packaging the dataset of that selection into the
 //     local blob store: samples per second, time ÷ COPY time, the worker's peak RSS (VmHWM);
@@ -59,7 +62,7 @@ export default async function datasetsBench(argv: string[]): Promise<void> {
       select 'smp_bench' || lpad(g::text, 12, '0'), ${pipeline.id}, ${team.id},
              jsonb_build_array(jsonb_build_object('role','system','content','You are a helpful assistant.'),
                                jsonb_build_object('role','user','content','question number ' || g || ': what is ' || g || ' + 1?'),
-                               jsonb_build_object('role','assistant','content','The answer to question ' || g || ' is ' || (g + 1) || '.')),
+                               jsonb_build_object('role','assistant','content','The answer to question ' || g || E' is:\n\n"' || (g + 1) || E'".\n\tThat is all.')),
              3, 'u' || (g % 1000), now() - interval '1 day' + g * interval '1 millisecond'
       from generate_series(1, ${total}) g`;
     await sql`vacuum analyze samples`;

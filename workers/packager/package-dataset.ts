@@ -6,6 +6,7 @@ import { SPLITS, type DatasetStats, type SplitName } from "@/lib/contracts/datas
 import {
   completeDataset,
   datasetCopy,
+  datasetRows,
   renewDatasetLease,
   type DatasetJob,
   type RowColumns,
@@ -63,11 +64,13 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     }
   });
 
-  /** The selection's COPY chunks, counted and throttled; a database failure is the user's "could not read". */
-  async function* chunks(columns: RowColumns): AsyncGenerator<{ chunk: Buffer; count: number }> {
+  /**
+   * What the COPY brings (chunks of lines, or batches of rows), counted and throttled; a database
+   * failure is the user's "could not read".
+   */
+  async function* counted<T extends { count: number }>(source: AsyncIterable<T>): AsyncGenerator<T> {
     try {
-      // The split side comes from Postgres, a field after the row's (package-rows.ts).
-      for await (const c of datasetCopy(o.db, job, columns, job.options.split)) {
+      for await (const c of source) {
         abort.signal.throwIfAborted();
         read += c.count;
         yield c;
@@ -85,6 +88,8 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       throw new PackagingError("Could not read the selected samples from the database.", { cause: err });
     }
   }
+  const chunks = (columns: RowColumns) => counted(datasetCopy(o.db, job, columns));
+  const rows = (columns: RowColumns) => counted(datasetRows(o.db, job, columns, job.options.split));
 
   const splits: (SplitName | null)[] = job.options.split ? [...SPLITS] : [null];
   const outputs = new Map(
@@ -107,7 +112,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     let files: StoredFile[];
     try {
       stats = needsRows(job.options)
-        ? await packageRows(job, chunks, outputs, abort.signal)
+        ? await packageRows(job, rows, outputs, abort.signal)
         : await copyLines(job.options, chunks, outputs.get(null)!);
       files = await Promise.all([...outputs.values()].map((out) => out.finish()));
     } catch (err) {

@@ -1,6 +1,6 @@
 import type { DatasetOptions, DatasetStats, InvalidReason, SplitName } from "@/lib/contracts/dataset-options";
+import type { CopyRowBatch } from "@/lib/db/copy-binary";
 import type { DatasetJob, RowColumns } from "@/lib/services/dataset-jobs";
-import { rowSplitter } from "./copy-rows";
 import type { DatasetOutput } from "./dataset-output";
 import { PackagingError } from "./errors";
 import { PlainConversation } from "./plain-conversation";
@@ -9,6 +9,7 @@ import { loadTokenCounter, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
 
 type Chunks = (columns: RowColumns) => AsyncGenerator<{ chunk: Buffer; count: number }>;
+type Rows = (columns: RowColumns) => AsyncGenerator<CopyRowBatch>;
 
 /** Whether packaging must look at each sample (otherwise the COPY's lines go out as they come). */
 export function needsRows(o: DatasetOptions): boolean {
@@ -33,7 +34,7 @@ export async function copyLines(options: DatasetOptions, chunks: Chunks, out: Da
  */
 export async function packageRows(
   job: Pick<DatasetJob, "options" | "tokenizerModel" | "size">,
-  chunks: Chunks,
+  rows: Rows,
   outputs: Map<SplitName | null, DatasetOutput>,
   signal: AbortSignal,
 ): Promise<DatasetStats> {
@@ -49,21 +50,19 @@ export async function packageRows(
   // validate and dedupe read a plain conversation off its bytes, and parse only the others; token
   // counting needs every conversation parsed.
   const plain = (o.validate || seen) && !counter ? new PlainConversation() : undefined;
-  const split = rowSplitter();
-  for await (const { chunk } of chunks(o.format === "parquet" ? "parquet" : "line")) {
-    const { data, bounds } = split(chunk);
-    for (let r = 0; r < bounds.length; r += 2) {
-      signal.throwIfAborted();
-      const start = bounds[r]!;
-      const end = bounds[r + 1]!;
+  const fields = o.split ? 2 : 1;
+  for await (const { buffers, bounds } of rows(o.format === "parquet" ? "parquet" : "line")) {
+    signal.throwIfAborted();
+    for (let r = 0; r < buffers.length; r++) {
       // The line (JSONL's, or the Parquet record's: both have the messages), then with a split
-      // the side Postgres computed as one more field, `\t0` or `\t1` (splitSideSql: 1 validation).
-      const lineEnd = o.split ? end - 2 : end;
-      const read = plain?.read(data, start, lineEnd) ?? false;
+      // the side Postgres computed, a 4-byte integer (splitSideSql: 1 validation).
+      const data = buffers[r]!;
+      const b = r * fields * 2;
+      const start = bounds[b]!;
+      const end = bounds[b + 1]!;
+      const read = plain?.read(data, start, end) ?? false;
       const messages: Message[] | undefined =
-        !read && (o.validate || seen || counter)
-          ? JSON.parse(data.toString("utf8", start, lineEnd)).messages
-          : undefined;
+        !read && (o.validate || seen || counter) ? JSON.parse(data.toString("utf8", start, end)).messages : undefined;
       if (o.validate) {
         const reason = read ? plain!.refusal : openAiChatRefusal(messages!);
         if (reason) {
@@ -81,11 +80,14 @@ export async function packageRows(
         continue;
       }
       if (tokens !== undefined) tally!.add(tokens);
-      const side: SplitName | null = o.split ? (data[end - 1] === 0x31 ? "validation" : "train") : null;
+      const side: SplitName | null = o.split ? (data[bounds[b + 3]! - 1] === 1 ? "validation" : "train") : null;
       if (side) splits[side]++;
       included++;
-      const wrote = outputs.get(side)!.add(data, start, lineEnd);
-      if (wrote) await wrote;
+      const wrote = outputs.get(side)!.add(data, start, end);
+      if (wrote) {
+        await wrote;
+        signal.throwIfAborted();
+      }
     }
   }
   const skipped = {

@@ -6,7 +6,6 @@ import { describe, expect, it } from "vitest";
 import { LocalBlobStore } from "@/lib/blob";
 import { DatasetOutput } from "./dataset-output";
 import { prefixUpperBound } from "@/lib/services/selection-query";
-import { rowSplitter } from "./copy-rows";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { niceBinWidth, TokenTally } from "./token-stats";
 
@@ -98,31 +97,6 @@ describe("token stats", () => {
       max: 0,
       histogram: { binWidth: 1, counts: [] },
     });
-  });
-});
-
-describe("COPY rows", () => {
-  it("splits rows and fields wherever the chunks are cut", () => {
-    const text = Buffer.from('{"a": 1}\tid1\t5\n{"b": "é"}\tid2\t6\n');
-    for (let cut = 0; cut <= text.length; cut++) {
-      const split = rowSplitter();
-      const rows = [split(text.subarray(0, cut)), split(text.subarray(cut))].flatMap(({ data, bounds }) =>
-        bounds.flatMap((start, i) =>
-          i % 2 === 0
-            ? [
-                data
-                  .subarray(start, bounds[i + 1])
-                  .toString()
-                  .split("\t"),
-              ]
-            : [],
-        ),
-      );
-      expect(rows).toEqual([
-        ['{"a": 1}', "id1", "5"],
-        ['{"b": "é"}', "id2", "6"],
-      ]);
-    }
   });
 });
 
