@@ -10,7 +10,7 @@ import { S3BlobStore } from "@/lib/blob";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { datasets, samples, type Dataset } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";
-import { datasetCopy } from "@/lib/services/dataset-jobs";
+import { datasetCopy, datasetRows, splitSideSql } from "@/lib/services/dataset-jobs";
 import { createDataset, datasetDownload, deleteDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
@@ -63,7 +63,7 @@ async function worker(env: Record<string, string> = {}) {
 }
 
 /** A pipeline of n samples, oldest first; returns what its full dataset file must hold. */
-async function pipelineOf(n: number): Promise<{ teamId: string; pipelineId: string; lines: unknown[] }> {
+async function pipelineOf(n: number, padding = 0): Promise<{ teamId: string; pipelineId: string; lines: unknown[] }> {
   const team = await createTeam(handle.db, { slug: `t-${newId("team").slice(5, 15)}` });
   const pipeline = await createPipeline(handle.db, { teamId: team.id, name: "p" });
   const base = Date.now() - n * 1000;
@@ -73,13 +73,21 @@ async function pipelineOf(n: number): Promise<{ teamId: string; pipelineId: stri
     teamId: team.id,
     messages: [
       { role: "user" as const, content: `q${i} "\\" é` },
-      { role: "assistant" as const, content: `a${i}` },
+      { role: "assistant" as const, content: `a${i}${"\n".repeat(padding)}` },
     ],
     length: 2,
     createdAt: new Date(base + i),
   }));
   for (let i = 0; i < rows.length; i += 500) await handle.db.insert(samples).values(rows.slice(i, i + 500));
   return { teamId: team.id, pipelineId: pipeline.id, lines: rows.map((r) => ({ messages: r.messages })) };
+}
+
+/** What the COPY of a whole pipeline needs of a dataset job: its bound at the pipeline's newest sample. */
+async function jobOf(one: DbHandle, pipelineId: string) {
+  const [last] = await one.db.execute<{ c: string; id: string }>(
+    sql`select created_at::text as c, id from samples where pipeline_id = ${pipelineId} order by created_at desc, id desc limit 1`,
+  );
+  return { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
 }
 
 const row = async (id: string): Promise<Dataset> =>
@@ -183,10 +191,7 @@ describe("dataset packaging by worker processes", () => {
     const { pipelineId, lines } = await pipelineOf(400); // ~40 kB: more than a stream buffer
     const one = connect(database.url, { max: 1 });
     try {
-      const [last] = await one.db.execute<{ c: string; id: string }>(
-        sql`select created_at::text as c, id from samples where pipeline_id = ${pipelineId} order by created_at desc, id desc limit 1`,
-      );
-      const job = { pipelineId, selection: {}, bound: { createdAt: last!.c, sampleId: last!.id } };
+      const job = await jobOf(one, pipelineId);
       // The COPY lifts the statement timeout and parallel plans, and writes times in UTC, on its
       // connection, for itself only.
       const settings = () =>
@@ -218,6 +223,45 @@ describe("dataset packaging by worker processes", () => {
       await one.close();
     }
   });
+
+  it(
+    "reads the rows of options in binary COPY: every row and split side in order, at most about 1 MB ahead of a slow reader",
+    { timeout: 30_000 },
+    async () => {
+      // Answers of 8,000 line breaks: 16 kB of JSON escapes per row (text COPY would double them), 2.4 MB in all.
+      const { pipelineId, lines } = await pipelineOf(150, 8000);
+      const one = connect(database.url, { max: 1 });
+      try {
+        const job = await jobOf(one, pipelineId);
+        const split = { validation: 0.5, seed: 3 };
+        const got: unknown[] = [];
+        const sides: number[] = [];
+        let largest = 0;
+        for await (const { buffers, bounds, count } of datasetRows(one.db, job, "line", split)) {
+          let bytes = 0;
+          for (let r = 0; r < count; r++) {
+            got.push(JSON.parse(buffers[r]!.toString("utf8", bounds[4 * r], bounds[4 * r + 1])));
+            sides.push(buffers[r]!.readInt32BE(bounds[4 * r + 2]!));
+            bytes += bounds[4 * r + 1]! - bounds[4 * r]!;
+          }
+          largest = Math.max(largest, bytes);
+          await new Promise((r) => setTimeout(r, 30)); // a slow blob store
+        }
+        expect(got).toEqual(lines);
+        const expected = await one.db.execute<{ side: number }>(
+          sql`select ${splitSideSql(split)} as side from samples s where pipeline_id = ${pipelineId} order by created_at, id`,
+        );
+        expect(sides).toEqual(expected.map((e) => Number(e.side)));
+        expect(new Set(sides)).toEqual(new Set([0, 1]));
+        // Paused at 1 MB ahead (what was already on its way still arrives), not the whole 2.4 MB at once.
+        expect(largest).toBeLessThan(1.6 * 1024 * 1024);
+        for await (const _ of datasetRows(one.db, job, "parquet")) break;
+        expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);
+      } finally {
+        await one.close();
+      }
+    },
+  );
 
   it("packages into S3 and hands out a presigned URL of the complete file; delete removes it", async () => {
     const s3 = await startS3Server();
