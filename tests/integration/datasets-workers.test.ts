@@ -10,7 +10,7 @@ import { S3BlobStore } from "@/lib/blob";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { datasets, samples, type Dataset } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";
-import { datasetCopy, datasetRows, splitSideSql } from "@/lib/services/dataset-jobs";
+import { datasetRows, splitSideSql } from "@/lib/services/dataset-jobs";
 import { createDataset, datasetDownload, deleteDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
@@ -201,22 +201,24 @@ describe("dataset packaging by worker processes", () => {
         );
       await one.db.execute(sql`set timezone = 'America/New_York'`);
       const before = await settings();
-      let text = "";
-      for await (const { chunk } of datasetCopy(one.db, job)) {
+      const got: unknown[] = [];
+      for await (const { buffers, bounds, count } of datasetRows(one.db, job, "line")) {
         await new Promise((r) => setTimeout(r, 100)); // a slow blob store
-        text += chunk.toString();
+        for (let r = 0; r < count; r++)
+          got.push(JSON.parse(buffers[r]!.toString("utf8", bounds[2 * r], bounds[2 * r + 1])));
       }
-      expect(parse(text)).toEqual(lines);
+      expect(got).toEqual(lines);
       expect(await settings()).toEqual(before);
       // The Parquet record's time is in UTC, whatever the connection's time zone.
-      let records = "";
-      for await (const { chunk } of datasetCopy(one.db, job, "parquet")) records += chunk.toString();
-      const [first] = await one.db.execute<{ utc: string }>(
+      let first: string | undefined;
+      for await (const { buffers, bounds } of datasetRows(one.db, job, "parquet"))
+        first ??= buffers[0]!.toString("utf8", bounds[0], bounds[1]);
+      const [oldest] = await one.db.execute<{ utc: string }>(
         sql`select (min(created_at) at time zone 'UTC')::text as utc from samples where pipeline_id = ${pipelineId}`,
       );
-      expect(JSON.parse(records.split("\n")[0]!).createdAt).toBe(`${first!.utc}+00`);
+      expect(JSON.parse(first!).createdAt).toBe(`${oldest!.utc}+00`);
       expect(await settings()).toEqual(before);
-      for await (const _ of datasetCopy(one.db, job)) break;
+      for await (const _ of datasetRows(one.db, job, "line")) break;
       expect(await one.db.execute(sql`select 1 as one`)).toEqual([{ one: 1 }]);
       expect(await settings()).toEqual(before);
     } finally {

@@ -87,12 +87,6 @@ export class DatasetOutput {
     this.batch[this.batchBytes++] = 0x0a;
   }
 
-  /** Several whole lines at once (`count` of them), as the COPY sent them. */
-  async addLines(chunk: Buffer, count: number): Promise<void> {
-    this.samples += count;
-    await this.write(chunk);
-  }
-
   async finish(): Promise<StoredFile> {
     await this.flushBatch();
     if (this.parquet) {

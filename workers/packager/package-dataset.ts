@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
+import type { CopyRowBatch } from "@/lib/db/copy-binary";
 import type { DbOrTx } from "@/lib/db/client";
 import { SPLITS, type DatasetStats, type SplitName } from "@/lib/contracts/dataset-options";
 import {
   completeDataset,
-  datasetCopy,
   datasetRows,
   renewDatasetLease,
   type DatasetJob,
@@ -65,16 +65,16 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
   });
 
   /**
-   * What the COPY brings (chunks of lines, or batches of rows), counted and throttled; a database
-   * failure is the user's "could not read".
+   * The COPY's batches of rows, counted and throttled; a database failure is the user's "could
+   * not read".
    */
-  async function* counted<T extends { count: number }>(source: AsyncIterable<T>): AsyncGenerator<T> {
+  async function* counted(source: AsyncIterable<CopyRowBatch>): AsyncGenerator<CopyRowBatch> {
     try {
       for await (const c of source) {
         abort.signal.throwIfAborted();
         read += c.count;
         yield c;
-        // One pause per throttleEvery samples, however the rows arrive (a COPY chunk may hold many).
+        // One pause per throttleEvery samples, however the rows arrive (a batch may hold many).
         sinceThrottle += c.count;
         const every = o.throttleEvery ?? 1;
         const pauses = Math.floor(sinceThrottle / every);
@@ -88,7 +88,6 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       throw new PackagingError("Could not read the selected samples from the database.", { cause: err });
     }
   }
-  const chunks = (columns: RowColumns) => counted(datasetCopy(o.db, job, columns));
   const rows = (columns: RowColumns) => counted(datasetRows(o.db, job, columns, job.options.split));
 
   const splits: (SplitName | null)[] = job.options.split ? [...SPLITS] : [null];
@@ -113,7 +112,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     try {
       stats = needsRows(job.options)
         ? await packageRows(job, rows, outputs, abort.signal)
-        : await copyLines(job.options, chunks, outputs.get(null)!);
+        : await copyLines(job.options, rows, outputs.get(null)!);
       files = await Promise.all([...outputs.values()].map((out) => out.finish()));
     } catch (err) {
       abort.abort(err);

@@ -8,19 +8,24 @@ import { openAiChatRefusal, SeenConversations, type Message } from "./sample-che
 import { loadTokenCounter, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
 
-type Chunks = (columns: RowColumns) => AsyncGenerator<{ chunk: Buffer; count: number }>;
 type Rows = (columns: RowColumns) => AsyncGenerator<CopyRowBatch>;
 
-/** Whether packaging must look at each sample (otherwise the COPY's lines go out as they come). */
+/** Whether packaging must look at each sample (otherwise every line goes out as it comes). */
 export function needsRows(o: DatasetOptions): boolean {
   return o.split !== undefined || o.dedupe || o.validate !== undefined || !!o.tokenizer;
 }
 
-/** Every sample, no option to apply: the COPY's chunks of lines are the file's lines. */
-export async function copyLines(options: DatasetOptions, chunks: Chunks, out: DatasetOutput): Promise<DatasetStats> {
+/**
+ * Every sample, no option to apply: each row's line goes to the file as it is (the output
+ * copies it, with its newline, into the batch it writes).
+ */
+export async function copyLines(options: DatasetOptions, rows: Rows, out: DatasetOutput): Promise<DatasetStats> {
   let included = 0;
-  for await (const { chunk, count } of chunks(options.format === "parquet" ? "parquet" : "line")) {
-    await out.addLines(chunk, count);
+  for await (const { buffers, bounds, count } of rows(options.format === "parquet" ? "parquet" : "line")) {
+    for (let r = 0; r < count; r++) {
+      const wrote = out.add(buffers[r]!, bounds[2 * r]!, bounds[2 * r + 1]!);
+      if (wrote) await wrote;
+    }
     included += count;
   }
   return { included };
