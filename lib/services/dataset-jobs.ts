@@ -187,17 +187,17 @@ export function splitSideSql(split: { validation: number; seed: number }): SQL {
 }
 
 /**
- * The frozen selection in selection order as `COPY (SELECT …) TO STDOUT`, one row per sample
- * with `columns`, and with `split` the sample's split side after it (splitSideSql: 1
- * validation, 0 train): the fastest way out of the server, streamed with backpressure in flat
- * memory.
+ * The frozen selection in selection order as `COPY (SELECT …) TO STDOUT` in binary format, one
+ * row per sample with `columns`, and with `split` the sample's split side after it
+ * (splitSideSql: 1 validation, 0 train).
  */
 function copyStatement(
-  job: Pick<DatasetJob, "pipelineId" | "selection"> & { bound: NonNullable<SelectionBound> },
+  job: Pick<DatasetJob, "pipelineId" | "selection">,
+  bound: NonNullable<SelectionBound>,
   columns: RowColumns,
   split: { validation: number; seed: number } | undefined,
 ): string {
-  const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound: job.bound });
+  const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound });
   const query = new PgDialect().sqlToQuery(sql`
     copy (
       select ${COLUMNS[columns]}${split ? sql`, ${splitSideSql(split)}` : sql``} from ${src.from}
@@ -209,21 +209,36 @@ function copyStatement(
 }
 
 /**
- * Runs a COPY statement on a connection of its own (nothing else may be queued behind the COPY
- * on its socket) and hands its stream to `read`. A file takes as long as it takes: the pool's
- * statement timeout is lifted for the COPY. No parallel plan: where the rendering of a row is
- * costly (the Parquet record's), Postgres would otherwise sort the whole selection in parallel
- * workers before sending the first row (1M samples: 1.5 s of two cores' work, the first row only
- * then), where the order index streams it from the start on one core and leaves the other to
- * the packager. Times are written in UTC (the Parquet record's); the selection's own bounds all
- * carry their offset. All three are settings of the COPY's transaction only (SET LOCAL): the
- * connection goes back to the pool as it came.
+ * The frozen selection's rows, for packaging: the line of `columns` (field 0), and with `split`
+ * the side as a 4-byte integer (field 1, its last byte 1 for validation). Postgres renders the
+ * rows and sends them with one COPY: the fastest way out of the server, streamed with
+ * backpressure in flat memory (rowBatches).
+ *
+ * Binary COPY: Postgres sends each field's bytes as they are, behind their length, and each row
+ * in a message of its own, which the rows are read in where they arrived. Text COPY's escaping
+ * (a backslash before every backslash of the JSON text: every quote and line break of a message)
+ * cost Postgres a pass over every byte and the packager a copy of every chunk that had one, and
+ * its chunks were concatenated twice (by the stream, then across cut lines): with chat text that
+ * has escapes, a plain JSONL export took 30% less of the worker's CPU in binary (2.2–2.4 s
+ * against 3.2–3.8 s per million samples) and options 10–30% less time.
+ *
+ * A connection of its own: nothing else may be queued behind the COPY on its socket. A file
+ * takes as long as it takes: the pool's statement timeout is lifted for the COPY. No parallel
+ * plan: where the rendering of a row is costly (the Parquet record's), Postgres would otherwise
+ * sort the whole selection in parallel workers before sending the first row (1M samples: 1.5 s
+ * of two cores' work, the first row only then), where the order index streams it from the start
+ * on one core and leaves the other to the packager. Times are written in UTC (the Parquet
+ * record's); the selection's own bounds all carry their offset. All three are settings of the
+ * COPY's transaction only (SET LOCAL): the connection goes back to the pool as it came.
  */
-async function* reservedCopy<T>(
+export async function* datasetRows(
   db: DbOrTx,
-  statement: string,
-  read: (stream: Readable) => AsyncGenerator<T>,
-): AsyncGenerator<T> {
+  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
+  columns: RowColumns,
+  split?: { validation: number; seed: number },
+): AsyncGenerator<CopyRowBatch> {
+  if (!job.bound) return;
+  const statement = copyStatement(job, job.bound, columns, split);
   const reserved = await rawSql(db).reserve();
   let stream: Readable | undefined;
   try {
@@ -231,7 +246,7 @@ async function* reservedCopy<T>(
       "begin; set local statement_timeout = 0; set local max_parallel_workers_per_gather = 0; set local timezone = 'UTC'",
     );
     stream = await reserved.unsafe(statement).readable();
-    yield* read(stream);
+    yield* rowBatches(stream, split ? 2 : 1);
   } finally {
     if (stream) await settleCopy(stream);
     await reserved.unsafe("rollback").catch(() => {});
@@ -243,77 +258,59 @@ async function* reservedCopy<T>(
 const ROWS_AHEAD_BYTES = 1024 * 1024;
 
 /**
- * The frozen selection's rows, for packaging: the line of `columns` (field 0), and with `split`
- * the side as a 4-byte integer (field 1, its last byte 1 for validation). Binary COPY: Postgres
- * sends each field's bytes as they are, behind their length, and each row in a message of its
- * own, which the rows are read in where they arrived. Text COPY's escaping (a backslash before
- * every backslash of the JSON text: every quote and line break of a message) cost Postgres a pass
- * over every byte and the packager a copy of every chunk that had one, and its chunks were
- * concatenated twice (by the stream, then across cut lines): with chat text that has escapes, a
- * plain JSONL export took 30% less of the worker's CPU in binary (2.2–2.4 s against 3.2–3.8 s per
- * million samples) and options 10–30% less time.
- * Batches are the rows that arrived while the packager was busy; it pauses the COPY when it falls
- * more than ROWS_AHEAD_BYTES behind.
+ * A binary COPY stream's rows of `fields` fields, in batches: the rows that arrived while the
+ * packager was busy. The COPY is paused when the packager falls more than ROWS_AHEAD_BYTES
+ * behind, and resumed when it takes the next batch.
  */
-export async function* datasetRows(
-  db: DbOrTx,
-  job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
-  columns: RowColumns,
-  split?: { validation: number; seed: number },
-): AsyncGenerator<CopyRowBatch> {
-  const bound = job.bound;
-  if (!bound) return;
-  const fields = split ? 2 : 1;
-  yield* reservedCopy(db, copyStatement({ ...job, bound }, columns, split), async function* (stream) {
-    const rows = new BinaryCopyRows(fields);
-    let failure: { error: unknown } | undefined;
-    let ended = false;
-    let ahead = 0;
-    let wake: (() => void) | undefined;
-    const notify = () => {
-      const w = wake;
-      wake = undefined;
-      w?.();
-    };
-    const onData = (message: Buffer) => {
-      try {
-        rows.push(message);
-      } catch (error) {
-        failure ??= { error };
-      }
-      ahead += message.length;
-      if (ahead >= ROWS_AHEAD_BYTES || failure) stream.pause();
-      notify();
-    };
-    const onEnd = () => {
-      ended = true;
-      notify();
-    };
-    const onError = (error: unknown) => {
-      failure ??= { error };
-      notify();
-    };
-    stream.on("data", onData);
-    stream.once("end", onEnd);
-    stream.once("error", onError);
+async function* rowBatches(stream: Readable, fields: number): AsyncGenerator<CopyRowBatch> {
+  const rows = new BinaryCopyRows(fields);
+  let failure: { error: unknown } | undefined;
+  let ended = false;
+  let ahead = 0;
+  let wake: (() => void) | undefined;
+  const notify = () => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  const onData = (message: Buffer) => {
     try {
-      for (;;) {
-        if (failure) throw failure.error;
-        if (rows.count > 0) {
-          const batch = rows.take();
-          ahead = 0;
-          if (stream.isPaused()) stream.resume();
-          yield batch;
-        } else if (ended) break;
-        else await new Promise<void>((resolve) => (wake = resolve));
-      }
-      if (!rows.ended) throw new Error("the COPY ended without its trailer");
-    } finally {
-      stream.off("data", onData);
-      stream.off("end", onEnd);
-      stream.off("error", onError);
+      rows.push(message);
+    } catch (error) {
+      failure ??= { error };
     }
-  });
+    ahead += message.length;
+    if (ahead >= ROWS_AHEAD_BYTES || failure) stream.pause();
+    notify();
+  };
+  const onEnd = () => {
+    ended = true;
+    notify();
+  };
+  const onError = (error: unknown) => {
+    failure ??= { error };
+    notify();
+  };
+  stream.on("data", onData);
+  stream.once("end", onEnd);
+  stream.once("error", onError);
+  try {
+    for (;;) {
+      if (failure) throw failure.error;
+      if (rows.count > 0) {
+        const batch = rows.take();
+        ahead = 0;
+        if (stream.isPaused()) stream.resume();
+        yield batch;
+      } else if (ended) break;
+      else await new Promise<void>((resolve) => (wake = resolve));
+    }
+    if (!rows.ended) throw new Error("the COPY ended without its trailer");
+  } finally {
+    stream.off("data", onData);
+    stream.off("end", onEnd);
+    stream.off("error", onError);
+  }
 }
 
 /**

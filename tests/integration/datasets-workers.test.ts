@@ -227,7 +227,7 @@ describe("dataset packaging by worker processes", () => {
   });
 
   it(
-    "reads the rows of options in binary COPY: every row and split side in order, at most about 1 MB ahead of a slow reader",
+    "reads a dataset's rows in binary COPY: every row and split side in order, at most about 1 MB ahead of a slow reader",
     { timeout: 30_000 },
     async () => {
       // Answers of 8,000 line breaks: 16 kB of JSON escapes per row (text COPY would double them), 2.4 MB in all.
