@@ -111,12 +111,15 @@ export function abortWhenClientLeaves(res: ServerResponse): AbortController {
 }
 
 /**
- * Answers 200 with server-sent events: the head at once (the client sees the answer start before
- * the first token; `onStart` runs then), then the frames `source` yields, each as it comes,
- * pulling the next only once the last was taken by the socket (a full buffer waits for 'drain'),
- * and ends the response after the last. When the client goes away: `controller` aborts (the
- * generation stops) and `source.return()` runs (its finally blocks close the upstream), as
- * sseResponse's cancel does for a web stream.
+ * Answers 200 with server-sent events, then the frames `source` yields, each as it comes, pulling
+ * the next only once the last was taken by the socket (a full buffer waits for 'drain'), and ends
+ * the response after the last. The head goes out with the first frame when that frame is ready
+ * before the next turn of the event loop (an upstream whose answer came with its first token: one
+ * write and one wake-up of the client instead of two), else at once, so that the client sees the
+ * answer start before the first token. `onStart` runs once the head is out: with the first frame,
+ * once its write is done (the log line and the metric do not delay the first token). When the client goes away: `controller` aborts (the generation
+ * stops) and `source.return()` runs (its finally blocks close the upstream), as sseResponse's
+ * cancel does for a web stream.
  */
 export async function sendEvents(
   res: ServerResponse,
@@ -124,11 +127,11 @@ export async function sendEvents(
   o: { controller: AbortController; requestId: string; onStart?: () => void },
 ): Promise<void> {
   res.writeHead(200, { ...SSE_HEADERS, "x-request-id": o.requestId });
-  res.flushHeaders();
-  o.onStart?.();
   const iterator = source[Symbol.asyncIterator]();
   if (o.controller.signal.aborted) {
     // The client left while the stream was being opened.
+    res.flushHeaders();
+    o.onStart?.();
     await Promise.resolve(iterator.return?.()).catch(() => {});
     return;
   }
@@ -144,12 +147,33 @@ export async function sendEvents(
     void Promise.resolve(iterator.return?.()).catch(() => {});
   };
   res.once("close", onClose);
+  let started = false;
+  let framed = false;
+  const start = () => {
+    if (started) return;
+    started = true;
+    o.onStart?.();
+  };
+  let pending: Promise<IteratorResult<string>> | undefined = iterator.next();
+  const settled = () => true;
+  const firstReady = await Promise.race([
+    pending.then(settled, settled),
+    new Promise<false>((resolve) => setImmediate(resolve, false)),
+  ]);
+  if (!firstReady && !gone) {
+    res.flushHeaders();
+    start();
+  }
   try {
     for (;;) {
-      const next = await iterator.next();
+      const next = await (pending ?? iterator.next());
+      pending = undefined;
       if (gone) return;
       if (next.done) break;
-      if (!res.write(next.value)) {
+      // onStart once the first frame is out (its write's callback), not ahead of it.
+      const written = framed ? res.write(next.value) : res.write(next.value, () => start());
+      framed = true;
+      if (!written) {
         await new Promise<void>((resolve) => {
           wake = resolve;
           res.once("drain", resolve);
@@ -167,6 +191,7 @@ export async function sendEvents(
     logger().error({ reqId: o.requestId, err }, "stream failed");
     res.destroy();
   } finally {
+    if (!framed) start(); // a stream that ended or failed before its first frame
     res.removeListener("close", onClose);
   }
 }
