@@ -9,7 +9,10 @@
 //   ttft_vs_direct_at_20ms the same ratio against a second upstream that waits 20 ms before its
 //                         first token (a GPU server's prefill; `--realistic-ttft-ms N` to change)
 // `--tokens N` sets the tokens of each throughput stream (default 256): short answers weigh the
-// app's cost per request, long ones its cost per token (both are printed).
+// app's cost per request, long ones its cost per token (both are printed). The throughput phase
+// alternates the two sides in `--rounds N` rounds (default 4; 2 with --quick).
+// BENCH_UPSTREAM_TTFT_ONLY=1 stops after the time-to-first-token phases (to profile those alone,
+// with BENCH_APP_NODE_ARGS="--cpu-prof …").
 // `--via completions|chat` goes through OpenAI's paths instead of the deployment endpoint
 // (POST /v1/completions with the prompt, or /v1/chat/completions with it as a user message, both
 // with an API key and `stream: true`); the upstream answers both alike.
@@ -202,45 +205,91 @@ export default async function bench(args: string[]) {
         `through the app ${medSlowApp.toFixed(2)} ms`,
     );
 
-    // Throughput: 32 concurrent streams for a while, each side on its own.
+    if (process.env.BENCH_UPSTREAM_TTFT_ONLY) return;
+    // Throughput: 32 concurrent streams for a while, each side on its own, in rounds that
+    // alternate the sides (direct, app, app, direct, …): a slow spell of this shared host then
+    // falls on both sides alike instead of on whichever ran during it. Each side's rate is its
+    // tokens over its time, all rounds together.
     const streams = 32;
     const tokensPer = arg(args, "--tokens", quick ? 64 : 256);
     const seconds = quick ? 3 : 8;
-    const rate = async (label: string, fn: (body: Record<string, unknown>) => ReturnType<typeof stream>) => {
-      const deadline = performance.now() + seconds * 1000;
+    const sideRounds = arg(args, "--rounds", quick ? 2 : 4);
+    type Side = {
+      label: string;
+      tokens: number;
+      reads: number;
+      requests: number;
+      elapsed: number;
+      app: number;
+      upstream: number;
+      self: number;
+      rates: number[];
+    };
+    const side = (label: string): Side => ({
+      label,
+      tokens: 0,
+      reads: 0,
+      requests: 0,
+      elapsed: 0,
+      app: 0,
+      upstream: 0,
+      self: 0,
+      rates: [],
+    });
+    const directSide = side("direct");
+    const appSide = side("through the app");
+    const appIo = { reads: 0, writes: 0 };
+    const runRound = async (s: Side, fn: (body: Record<string, unknown>) => ReturnType<typeof stream>) => {
       const start = performance.now();
+      const deadline = start + (seconds * 1000) / sideRounds;
       const cpu0 = { app: cpuSeconds(app!.pid), upstream: cpuSeconds(upstream.pid), self: process.cpuUsage() };
       const io0 = syscalls(app!.pid);
       let tokens = 0;
-      let reads = 0;
-      let requests = 0;
       await Promise.all(
         Array.from({ length: streams }, async () => {
           while (performance.now() < deadline) {
             const r = await fn({ prompt: "Go", max_tokens: tokensPer });
             tokens += r.tokens;
-            reads += r.reads;
-            requests++;
+            s.reads += r.reads;
+            s.requests++;
           }
         }),
       );
       const elapsed = (performance.now() - start) / 1000;
       const self = process.cpuUsage(cpu0.self);
-      const perToken = (s: number) => ((s * 1e6) / tokens).toFixed(1);
-      const appCpu = cpuSeconds(app!.pid) - cpu0.app;
-      const io = syscalls(app!.pid);
-      console.log(
-        `  ${label}: ${Math.round(tokens / elapsed)} tokens/s, ${Math.round(requests / elapsed)} requests/s; CPU µs per token: ` +
-          `app ${perToken(appCpu)}, upstream ${perToken(cpuSeconds(upstream.pid) - cpu0.upstream)}, ` +
-          `load generator ${perToken((self.user + self.system) / 1e6)}; app CPU ms per request ${((appCpu * 1e3) / requests).toFixed(3)}; ` +
-          `${(tokens / reads).toFixed(2)} tokens per read; app system calls per request: ` +
-          `${((io.reads - io0.reads) / requests).toFixed(1)} reads, ${((io.writes - io0.writes) / requests).toFixed(1)} writes`,
-      );
-      return tokens / elapsed;
+      s.tokens += tokens;
+      s.elapsed += elapsed;
+      s.rates.push(tokens / elapsed);
+      s.app += cpuSeconds(app!.pid) - cpu0.app;
+      s.upstream += cpuSeconds(upstream.pid) - cpu0.upstream;
+      s.self += (self.user + self.system) / 1e6;
+      if (s === appSide) {
+        const io = syscalls(app!.pid);
+        appIo.reads += io.reads - io0.reads;
+        appIo.writes += io.writes - io0.writes;
+      }
     };
-    console.log(`32 streams of ${tokensPer} tokens, ${seconds} s each side, through ${via}:`);
-    const directRate = await rate("direct", (b) => direct(b));
-    const appRate = await rate("through the app", (b) => viaApp(b));
+    console.log(
+      `32 streams of ${tokensPer} tokens, ${seconds} s each side in ${sideRounds} alternating rounds, through ${via}:`,
+    );
+    for (let i = 0; i < sideRounds; i++) {
+      const order = i % 2 === 0 ? [directSide, appSide] : [appSide, directSide];
+      for (const s of order) await runRound(s, s === directSide ? (b) => direct(b) : (b) => viaApp(b));
+    }
+    for (const s of [directSide, appSide]) {
+      const perToken = (cpu: number) => ((cpu * 1e6) / s.tokens).toFixed(1);
+      console.log(
+        `  ${s.label}: ${Math.round(s.tokens / s.elapsed)} tokens/s (rounds: ${s.rates.map(Math.round).join(", ")}), ` +
+          `${Math.round(s.requests / s.elapsed)} requests/s; CPU µs per token: app ${perToken(s.app)}, ` +
+          `upstream ${perToken(s.upstream)}, load generator ${perToken(s.self)}; app CPU ms per request ` +
+          `${((s.app * 1e3) / s.requests).toFixed(3)}; ${(s.tokens / s.reads).toFixed(2)} tokens per read` +
+          (s === appSide
+            ? `; app system calls per request: ${(appIo.reads / s.requests).toFixed(1)} reads, ${(appIo.writes / s.requests).toFixed(1)} writes`
+            : ""),
+      );
+    }
+    const directRate = directSide.tokens / directSide.elapsed;
+    const appRate = appSide.tokens / appSide.elapsed;
 
     console.log(
       JSON.stringify({
