@@ -11,8 +11,8 @@ import { EnvError, parseEnv } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
 import { freePort } from "@/lib/net/free-port";
 import { prepareDemoUser, seedDemo, type DemoCredentials } from "@/lib/services/demo";
-import { appProcessArgs } from "./lib/app-process";
-import { ensureBuild, repoRoot } from "./lib/build";
+import { appProcessArgs, workerProcessArgs } from "./lib/app-process";
+import { ensureBuild } from "./lib/build";
 import { embeddedPaths, startAppEmbeddedDb } from "./lib/database";
 import { Supervisor } from "./lib/supervisor";
 
@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
 
   // The worker starts once the demo deployment exists: it loads the models of the deployments table.
-  const worker = supervisor.start("worker", ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], workerEnv);
+  const worker = supervisor.start("worker", workerProcessArgs(), workerEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
   await waitForWorker(databaseUrl, worker.pid!);

@@ -6,7 +6,7 @@ import type { Dtype } from "../../workers/engine/model/dtypes";
 
 const [dir, dtype] = process.argv.slice(2);
 await import("onnxruntime-node"); // the runtime itself is not the model's
-await import("@huggingface/transformers");
+await import("../../workers/engine/transformers"); // as the worker loads it
 const before = process.memoryUsage().rss;
 const m = await loadModel(dir, { dtype: dtype as Dtype });
 const after = process.memoryUsage().rss;

@@ -3,10 +3,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
-import path from "node:path";
 import postgres from "postgres";
 import { freePort } from "@/lib/net/free-port";
-import { appProcessArgs } from "../lib/app-process";
+import { appProcessArgs, workerProcessArgs } from "../lib/app-process";
 import { ensureBuild, repoRoot } from "../lib/build";
 import { createScratchDatabase, startThrowawayDb } from "@/lib/db/throwaway";
 
@@ -237,7 +236,7 @@ export async function startWorkerProcess(
   model: string,
   authSecret: string,
 ): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+  const child = spawn(process.execPath, workerProcessArgs(), {
     cwd: repoRoot,
     env: {
       ...process.env,

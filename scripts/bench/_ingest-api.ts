@@ -4,9 +4,9 @@
 //    COPY FROM of the same rows (samples and their labels) through the same driver;
 //  - a 50-sample page after 90% of the pipeline by cursor, against the first page.
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { finished } from "node:stream/promises";
 import postgres from "postgres";
+import { workerProcessArgs } from "../lib/app-process";
 import { repoRoot } from "../lib/build";
 import { latencies, percentile, request, throughput } from "./_harness";
 
@@ -149,7 +149,7 @@ export async function deepPageVsFirst(base: string, pipelineId: string, auth: Au
 }
 
 async function startWorker(databaseUrl: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+  const child = spawn(process.execPath, workerProcessArgs(), {
     cwd: repoRoot,
     env: {
       ...process.env,

@@ -27,6 +27,7 @@ import { createDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
 import { createTeam } from "@/lib/services/teams";
 import { repoRoot } from "../lib/build";
+import { workerProcessArgs } from "../lib/app-process";
 import { cpuSeconds, freshDatabase, round } from "./_harness";
 import { cachedTinyModel } from "../tiny-model/generate";
 import { createDeployment } from "@/lib/services/deployments";
@@ -329,7 +330,7 @@ function readProcStatusMb(pid: number, field: "VmRSS" | "VmHWM"): number {
 async function startBenchWorker(env: Record<string, string>) {
   // e.g. BENCH_WORKER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the worker
   const nodeArgs = process.env.BENCH_WORKER_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(repoRoot, "workers/main.ts")], {
+  const child = spawn(process.execPath, workerProcessArgs(nodeArgs), {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

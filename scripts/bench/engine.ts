@@ -13,7 +13,8 @@
 //                        what the graph costs without the engine, and how it scales with rows
 // The last line printed is one JSON object: fp32's figures under these names, the others as
 // <dtype>_<figure> (q4_batch8_speedup, …), plus the raw rates (decode_tok_s, reference_tok_s, …).
-import { AutoModelForCausalLM, AutoTokenizer, type PreTrainedModel } from "@huggingface/transformers";
+import type { PreTrainedModel } from "@huggingface/transformers";
+import { AutoModelForCausalLM, AutoTokenizer } from "../../workers/engine/transformers";
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 import v8 from "node:v8";
@@ -191,7 +192,7 @@ async function stepMs(m: LoadedModel, rows: number): Promise<number> {
 
 function modelMemory(dir: string, dtype: WeightFormat): number {
   const script = path.join(import.meta.dirname, "_engine-memory.ts");
-  const out = execFileSync(process.execPath, ["--import", "tsx", script, dir, dtype], { encoding: "utf8" });
+  const out = execFileSync(process.execPath, ["--import", "tsx/esm", script, dir, dtype], { encoding: "utf8" });
   const { before, after } = JSON.parse(out.trim().split("\n").at(-1)!) as { before: number; after: number };
   return after - before;
 }

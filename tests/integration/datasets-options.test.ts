@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gunzipSync } from "node:zlib";
-import { AutoTokenizer } from "@huggingface/transformers";
+import { AutoTokenizer } from "@/workers/engine/transformers";
 import { asyncBufferFromFile, parquetReadObjects } from "hyparquet";
 import { inject } from "vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

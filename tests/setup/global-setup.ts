@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
 import { freePort } from "../../lib/net/free-port";
-import { appProcessArgs } from "../../scripts/lib/app-process";
+import { appProcessArgs, workerProcessArgs } from "../../scripts/lib/app-process";
 import { createScratchDatabase, startThrowawayDb } from "../../lib/db/throwaway";
 import { cachedTinyModel } from "../../scripts/tiny-model/generate";
 
@@ -75,7 +75,7 @@ export async function startApp(
 /** A worker process (inference server + job loop) on the same database as the app. */
 export async function startWorker(env: Record<string, string>): Promise<{ child: ChildProcess; logs: string[] }> {
   const logs: string[] = [];
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "workers/main.ts")], {
+  const child = spawn(process.execPath, workerProcessArgs(), {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,6 +1,6 @@
 // The generated tiny model: deterministic from its seed, in the HF export layout, loadable by
 // transformers.js itself, with a real byte-level BPE tokenizer and non-degenerate text.
-import { AutoModelForCausalLM, AutoTokenizer } from "@huggingface/transformers";
+import { AutoModelForCausalLM, AutoTokenizer } from "./transformers";
 import { mkdtemp, readdir, readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";

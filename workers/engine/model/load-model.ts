@@ -1,8 +1,8 @@
 // Loads a causal LM for the engine: a local folder or a hub id (downloaded into the cache
 // first), the graph of the requested dtype in an onnxruntime session of our own, the tokenizer
 // and chat template through transformers.js, and the graph layout that will serve it.
-import { AutoTokenizer, env, type PreTrainedTokenizer } from "@huggingface/transformers";
 import path from "node:path";
+import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import { resolveChatTemplate, type ChatTemplateSource } from "../chat-template";
 import { isEngineError, loadError } from "../errors";
 import { isDtypeChoice, type Dtype, type DtypeChoice } from "./dtypes";
@@ -17,6 +17,7 @@ import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { lastPositionHead, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
+import { AutoTokenizer, env } from "../transformers";
 
 export interface ModelInfo {
   contextLength: number;

@@ -1,6 +1,7 @@
 // Greedy reference: transformers.js generate() on the same folder and dtype as a loaded model
 // (its own session of the same graph file), returning the new token ids.
-import { AutoModelForCausalLM, type PreTrainedModel } from "@huggingface/transformers";
+import type { PreTrainedModel } from "@huggingface/transformers";
+import { AutoModelForCausalLM } from "../transformers";
 import type { LoadedModel } from "../model/load-model";
 
 const models = new Map<string, Promise<PreTrainedModel>>();
