@@ -1,9 +1,9 @@
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { DuckDBInstance } from "@duckdb/node-api";
+import { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { parquetMetadata, parquetReadObjects } from "hyparquet";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { ParquetFile, sweepParquetScratch } from "./parquet-file";
 
 const root = mkdtempSync(path.join(os.tmpdir(), "lmp-parquet-"));
@@ -123,6 +123,31 @@ describe("ParquetFile", () => {
     } finally {
       db.closeSync();
       duck.closeSync();
+    }
+  });
+
+  it("converts every part of a file with one DuckDB instance, its buffer pool emptied after each part", async () => {
+    const create = vi.spyOn(DuckDBInstance, "create");
+    const run = vi.spyOn(DuckDBConnection.prototype, "run");
+    try {
+      const file = new ParquetFile(scratchDir(), live(), 64 * 1024);
+      const total = 3_000;
+      const text = Buffer.from(Array.from({ length: total }, (_, i) => line(record(i))).join(""));
+      for (let at = 0; at < text.length; at += 20_000) await file.write(text.subarray(at, at + 20_000));
+      const metadata = parquetMetadata(await bytesOf(file));
+      file.remove();
+      const parts = metadata.row_groups.length; // one group per part here
+      expect(parts).toBeGreaterThanOrEqual(10);
+      expect(Number(metadata.num_rows)).toBe(total);
+      expect(create).toHaveBeenCalledTimes(1);
+      // After each part, the limit down to 1 MB and back: what makes DuckDB evict its pool.
+      const limits = run.mock.calls.map(([sql]) => sql).filter((sql) => sql.includes("memory_limit"));
+      expect(limits).toEqual(
+        Array.from({ length: parts }, () => ["set memory_limit = '1MB'", "set memory_limit = '96MB'"]).flat(),
+      );
+    } finally {
+      create.mockRestore();
+      run.mockRestore();
     }
   });
 

@@ -161,6 +161,7 @@ export class ParquetFile {
     this.signal.throwIfAborted();
     if (this.removed) throw new Error("the Parquet file was removed");
     this.busy = true;
+    let keep = true; // the instance, for the next part
     try {
       this.instance ??= await DuckDBInstance.create(":memory:", {
         threads: "1",
@@ -181,7 +182,10 @@ export class ParquetFile {
           ) to ${literal(target)} (format parquet, compression snappy, row_group_size ${ROW_GROUP_ROWS})`,
           this.signal,
         );
-        await emptyBufferPool(connection).catch(() => this.closeInstance()); // the next part gets a new one
+        keep = await emptyBufferPool(connection).then(
+          () => true,
+          () => false, // the next part gets a new one
+        );
       } finally {
         this.signal.removeEventListener("abort", interrupt);
         this.converting = undefined;
@@ -189,7 +193,7 @@ export class ParquetFile {
       }
     } finally {
       this.busy = false;
-      if (this.removed) this.closeInstance();
+      if (this.removed || !keep) this.closeInstance();
     }
   }
 
