@@ -1,12 +1,11 @@
 import { env } from "../env";
 import type { BlobStore } from "./blob-store";
 import { LocalBlobStore } from "./local-blob-store";
-import { S3BlobStore } from "./s3-blob-store";
+import type { S3Options } from "./s3-blob-store";
 
 export type { BlobStore, PutOptions, SignedDownload } from "./blob-store";
 export { contentTypeOf } from "./blob-store";
 export { LocalBlobStore } from "./local-blob-store";
-export { S3BlobStore } from "./s3-blob-store";
 
 let cached: BlobStore | undefined;
 
@@ -16,7 +15,7 @@ export function blobStore(): BlobStore {
   const e = env();
   cached =
     e.BLOB_DRIVER === "s3"
-      ? new S3BlobStore({
+      ? lazyS3BlobStore({
           bucket: e.S3_BUCKET!,
           region: e.S3_REGION,
           endpoint: e.S3_ENDPOINT,
@@ -26,4 +25,22 @@ export function blobStore(): BlobStore {
         })
       : new LocalBlobStore(e.BLOB_DIR);
   return cached;
+}
+
+/**
+ * An S3BlobStore whose module, and with it the AWS SDK (about 10 MB of a worker's resident
+ * memory), loads on the store's first use: a process on the local driver, the embedded default,
+ * never loads them.
+ */
+export function lazyS3BlobStore(options: S3Options): BlobStore {
+  let store: Promise<BlobStore> | undefined;
+  const s3 = () => (store ??= import("./s3-blob-store").then((m) => new m.S3BlobStore(options)));
+  return {
+    put: async (key, body, o) => (await s3()).put(key, body, o),
+    read: async function* (key, o) {
+      yield* (await s3()).read(key, o);
+    },
+    removePrefix: async (prefix) => (await s3()).removePrefix(prefix),
+    downloadUrl: async (key, o) => (await s3()).downloadUrl(key, o),
+  };
 }

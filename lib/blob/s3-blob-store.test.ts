@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startS3Server } from "../../tests/helpers/s3-server";
+import { lazyS3BlobStore } from "./index";
 import { S3BlobStore } from "./s3-blob-store";
 
 // Against a real S3-compatible server (s3rver on a loopback port), not a mock.
@@ -85,5 +86,20 @@ describe("S3BlobStore", () => {
   it("refuses keys that could escape their folder", async () => {
     await expect(store.put("../x", chunks(Buffer.from("x"), 1))).rejects.toThrow(/invalid blob key/);
     await expect(store.downloadUrl("/abs", { ttlSeconds: 1 })).rejects.toThrow(/invalid blob key/);
+  });
+
+  it("works the same through the store a process makes for BLOB_DRIVER=s3, which loads the SDK on first use", async () => {
+    const lazy = lazyS3BlobStore(s3.options);
+    const data = Buffer.from('{"messages": [{"role": "user", "content": "hi"}]}\n'.repeat(3));
+    await lazy.put("datasets/d9/a/lazy.jsonl", chunks(data, 11));
+    const read: Buffer[] = [];
+    for await (const c of lazy.read("datasets/d9/a/lazy.jsonl", { start: 5 })) read.push(Buffer.from(c));
+    expect(Buffer.concat(read).equals(data.subarray(5))).toBe(true);
+    const res = await fetch((await lazy.downloadUrl("datasets/d9/a/lazy.jsonl", { ttlSeconds: 60 })).url);
+    expect(Buffer.from(await res.arrayBuffer()).equals(data)).toBe(true);
+    await lazy.removePrefix("datasets/d9/");
+    await expect(async () => {
+      for await (const _ of store.read("datasets/d9/a/lazy.jsonl")) void _;
+    }).rejects.toThrow();
   });
 });

@@ -6,7 +6,7 @@ import path from "node:path";
 import { eq, sql } from "drizzle-orm";
 import { parquetReadObjects } from "hyparquet";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { S3BlobStore } from "@/lib/blob";
+import { S3BlobStore } from "@/lib/blob/s3-blob-store";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { datasets, samples, type Dataset } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";

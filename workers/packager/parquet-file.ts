@@ -4,7 +4,7 @@ import { createReadStream, createWriteStream, rmSync, type WriteStream } from "n
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { finished } from "node:stream/promises";
-import { DuckDBInstance, type DuckDBConnection } from "@duckdb/node-api";
+import type { DuckDBConnection, DuckDBInstance } from "@duckdb/node-api";
 import { PackagingError } from "./errors";
 import { joinedParquetFooter, PARQUET_MAGIC, readParquetPart, type ParquetPart } from "./parquet-concat";
 
@@ -163,6 +163,8 @@ export class ParquetFile {
     this.busy = true;
     let keep = true; // the instance, for the next part
     try {
+      // DuckDB's module (and its native library) loads with a worker's first Parquet file.
+      const { DuckDBInstance } = await import("@duckdb/node-api");
       this.instance ??= await DuckDBInstance.create(":memory:", {
         threads: "1",
         memory_limit: DUCKDB_MEMORY,
