@@ -117,9 +117,9 @@ export function abortWhenClientLeaves(res: ServerResponse): AbortController {
  * before the next turn of the event loop (an upstream whose answer came with its first token: one
  * write and one wake-up of the client instead of two), else at once, so that the client sees the
  * answer start before the first token. `onStart` runs once the head is out: with the first frame,
- * once its write is done (the log line and the metric do not delay the first token). When the client goes away: `controller` aborts (the generation
- * stops) and `source.return()` runs (its finally blocks close the upstream), as sseResponse's
- * cancel does for a web stream.
+ * once its write is done (the log line and the metric do not delay the first token). When the
+ * client goes away: `controller` aborts (the generation stops) and `source.return()` runs (its
+ * finally blocks close the upstream), as sseResponse's cancel does for a web stream.
  */
 export async function sendEvents(
   res: ServerResponse,

@@ -214,32 +214,21 @@ export default async function bench(args: string[]) {
     const tokensPer = arg(args, "--tokens", quick ? 64 : 256);
     const seconds = quick ? 3 : 8;
     const sideRounds = arg(args, "--rounds", quick ? 2 : 4);
-    type Side = {
-      label: string;
-      tokens: number;
-      reads: number;
-      requests: number;
-      elapsed: number;
-      app: number;
-      upstream: number;
-      self: number;
-      rates: number[];
-    };
-    const side = (label: string): Side => ({
+    /** One side's totals over its rounds (CPU in seconds; the app's socket reads and writes). */
+    const side = (label: string, call: (body: Record<string, unknown>) => ReturnType<typeof stream>) => ({
       label,
+      call,
       tokens: 0,
       reads: 0,
       requests: 0,
       elapsed: 0,
-      app: 0,
-      upstream: 0,
-      self: 0,
-      rates: [],
+      cpu: { app: 0, upstream: 0, self: 0 },
+      appIo: { reads: 0, writes: 0 },
+      rates: [] as number[],
     });
-    const directSide = side("direct");
-    const appSide = side("through the app");
-    const appIo = { reads: 0, writes: 0 };
-    const runRound = async (s: Side, fn: (body: Record<string, unknown>) => ReturnType<typeof stream>) => {
+    const directSide = side("direct", (b) => direct(b));
+    const appSide = side("through the app", (b) => viaApp(b));
+    const runRound = async (s: typeof directSide) => {
       const start = performance.now();
       const deadline = start + (seconds * 1000) / sideRounds;
       const cpu0 = { app: cpuSeconds(app!.pid), upstream: cpuSeconds(upstream.pid), self: process.cpuUsage() };
@@ -248,7 +237,7 @@ export default async function bench(args: string[]) {
       await Promise.all(
         Array.from({ length: streams }, async () => {
           while (performance.now() < deadline) {
-            const r = await fn({ prompt: "Go", max_tokens: tokensPer });
+            const r = await s.call({ prompt: "Go", max_tokens: tokensPer });
             tokens += r.tokens;
             s.reads += r.reads;
             s.requests++;
@@ -257,35 +246,31 @@ export default async function bench(args: string[]) {
       );
       const elapsed = (performance.now() - start) / 1000;
       const self = process.cpuUsage(cpu0.self);
+      const io = syscalls(app!.pid);
       s.tokens += tokens;
       s.elapsed += elapsed;
       s.rates.push(tokens / elapsed);
-      s.app += cpuSeconds(app!.pid) - cpu0.app;
-      s.upstream += cpuSeconds(upstream.pid) - cpu0.upstream;
-      s.self += (self.user + self.system) / 1e6;
-      if (s === appSide) {
-        const io = syscalls(app!.pid);
-        appIo.reads += io.reads - io0.reads;
-        appIo.writes += io.writes - io0.writes;
-      }
+      s.cpu.app += cpuSeconds(app!.pid) - cpu0.app;
+      s.cpu.upstream += cpuSeconds(upstream.pid) - cpu0.upstream;
+      s.cpu.self += (self.user + self.system) / 1e6;
+      s.appIo.reads += io.reads - io0.reads;
+      s.appIo.writes += io.writes - io0.writes;
     };
     console.log(
       `32 streams of ${tokensPer} tokens, ${seconds} s each side in ${sideRounds} alternating rounds, through ${via}:`,
     );
     for (let i = 0; i < sideRounds; i++) {
-      const order = i % 2 === 0 ? [directSide, appSide] : [appSide, directSide];
-      for (const s of order) await runRound(s, s === directSide ? (b) => direct(b) : (b) => viaApp(b));
+      for (const s of i % 2 === 0 ? [directSide, appSide] : [appSide, directSide]) await runRound(s);
     }
     for (const s of [directSide, appSide]) {
       const perToken = (cpu: number) => ((cpu * 1e6) / s.tokens).toFixed(1);
+      const perRequest = (n: number) => (n / s.requests).toFixed(1);
       console.log(
         `  ${s.label}: ${Math.round(s.tokens / s.elapsed)} tokens/s (rounds: ${s.rates.map(Math.round).join(", ")}), ` +
-          `${Math.round(s.requests / s.elapsed)} requests/s; CPU µs per token: app ${perToken(s.app)}, ` +
-          `upstream ${perToken(s.upstream)}, load generator ${perToken(s.self)}; app CPU ms per request ` +
-          `${((s.app * 1e3) / s.requests).toFixed(3)}; ${(s.tokens / s.reads).toFixed(2)} tokens per read` +
-          (s === appSide
-            ? `; app system calls per request: ${(appIo.reads / s.requests).toFixed(1)} reads, ${(appIo.writes / s.requests).toFixed(1)} writes`
-            : ""),
+          `${Math.round(s.requests / s.elapsed)} requests/s; CPU µs per token: app ${perToken(s.cpu.app)}, ` +
+          `upstream ${perToken(s.cpu.upstream)}, load generator ${perToken(s.cpu.self)}; app CPU ms per request ` +
+          `${((s.cpu.app * 1e3) / s.requests).toFixed(3)}; ${(s.tokens / s.reads).toFixed(2)} tokens per read; ` +
+          `app system calls per request: ${perRequest(s.appIo.reads)} reads, ${perRequest(s.appIo.writes)} writes`,
       );
     }
     const directRate = directSide.tokens / directSide.elapsed;

@@ -29,7 +29,7 @@ export function appProcessArgs(port: number): string[] {
  * transformers.js (a 1.3 MB bundle) then cost about 160 MB of resident memory, against about
  * 35 MB with the ESM loader alone and the package's CommonJS build (workers/engine/
  * transformers.ts requires it, which that loader leaves to Node). Counting a million samples'
- * tokens in the datasets bench's worker peaked at 492 MB before, 343 MB after.
+ * tokens in the datasets bench's worker peaked at 492 MB before, 343–360 MB after.
  */
 export function workerProcessArgs(nodeArgs: string[] = []): string[] {
   return [...nodeArgs, "--import", "tsx/esm", path.join(repoRoot, "workers/main.ts")];

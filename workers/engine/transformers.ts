@@ -4,7 +4,7 @@
 //
 // Why not `import`: the worker runs under tsx's ESM loader (workerProcessArgs in
 // scripts/lib/app-process.ts), which processes every ESM file it loads, the package's 1.3 MB
-// bundle among them: about 140 MB of resident memory more than the require, which that loader
+// bundle among them: about 130 MB of resident memory more than the require, which that loader
 // leaves to Node. Types come from the package itself (`import type`).
 import { createRequire } from "node:module";
 
