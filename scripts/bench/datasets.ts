@@ -14,7 +14,15 @@
 //     unless --skip-tokenizer.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  createReadStream,
+  createWriteStream,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -336,8 +344,10 @@ async function startBenchWorker(env: Record<string, string>) {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  // e.g. BENCH_WORKER_LOG=/tmp/worker.log keeps the worker's output (with --trace-gc, its heap)
+  const log = process.env.BENCH_WORKER_LOG ? createWriteStream(process.env.BENCH_WORKER_LOG) : undefined;
+  child.stdout.on("data", (d: Buffer) => ((out += d.toString()), log?.write(d)));
+  child.stderr.on("data", (d: Buffer) => ((out += d.toString()), log?.write(d)));
   const deadline = Date.now() + 60_000;
   while (!out.includes(" serving http")) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`worker did not start:\n${out}`);
