@@ -14,7 +14,7 @@ describe("the worker's process flags", () => {
   it("put a caller's node flags first and the worker's entry point last", () => {
     const args = workerProcessArgs(["--cpu-prof"]);
     expect(args[0]).toBe("--cpu-prof");
-    expect(args).toContain("--heap-growing-percent=50");
+    expect(args).toContain("tsx/esm");
     expect(args.at(-1)).toBe(path.join(repoRoot, "workers/main.ts"));
   });
 });

@@ -31,15 +31,10 @@ export function appProcessArgs(port: number): string[] {
  * transformers.ts requires it, which that loader leaves to Node). Counting a million samples'
  * tokens in the datasets bench's worker peaked at 492 MB before, 343–360 MB after.
  *
- * `--heap-growing-percent=50`: after a full collection V8 lets the old space grow to 1.5 times
- * what survived before the next one, not up to 4 times as its own heuristic allows when
- * collections are cheap. Token counting promotes about 7 MB/s of short-lived objects (the
- * tokenizer's and the chat template's); with ~33 MB live the heap swung up to 150 MB between
- * collections, and most of the worker's peak was that garbage. This is when to collect, not a
- * limit: a 16 MB sample still parses. Measured: the 300k-sample token phase 341 → 266 MB; sixty
- * 16 MB samples parsed in a row, 390 → 275 MB for 7–10% more time.
+ * V8's heap growth is its own, but while a job counts tokens or parses large samples
+ * (workers/packager/tight-heap.ts).
  */
-export const WORKER_NODE_FLAGS = ["--heap-growing-percent=50", "--import", "tsx/esm"];
+export const WORKER_NODE_FLAGS = ["--import", "tsx/esm"];
 
 export function workerProcessArgs(nodeArgs: string[] = []): string[] {
   return [...nodeArgs, ...WORKER_NODE_FLAGS, path.join(repoRoot, "workers/main.ts")];

@@ -5,10 +5,17 @@ import type { DatasetOutput } from "./dataset-output";
 import { PackagingError } from "./errors";
 import { PlainConversation } from "./plain-conversation";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
+import { holdTightHeap } from "./tight-heap";
 import { loadTokenCounter, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
 
 type Rows = (columns: RowColumns) => AsyncGenerator<CopyRowBatch>;
+
+/**
+ * A sample parsed in JavaScript from this size on leaves enough garbage that the rest of the job
+ * runs with the heap held tight (tight-heap.ts).
+ */
+export const LARGE_PARSED_SAMPLE_BYTES = 1024 * 1024;
 
 /** Whether packaging must look at each sample (otherwise every line goes out as it comes). */
 export function needsRows(o: DatasetOptions): boolean {
@@ -56,44 +63,53 @@ export async function packageRows(
   // counting needs every conversation parsed.
   const plain = (o.validate || seen) && !counter ? new PlainConversation() : undefined;
   const fields = o.split ? 2 : 1;
-  for await (const { buffers, bounds } of rows(o.format === "parquet" ? "parquet" : "line")) {
-    signal.throwIfAborted();
-    for (let r = 0; r < buffers.length; r++) {
-      // The line (JSONL's, or the Parquet record's: both have the messages), then with a split
-      // the side Postgres computed, a 4-byte integer (splitSideSql: 1 validation).
-      const data = buffers[r]!;
-      const b = r * fields * 2;
-      const start = bounds[b]!;
-      const end = bounds[b + 1]!;
-      const read = plain?.read(data, start, end) ?? false;
-      const messages: Message[] | undefined =
-        !read && (o.validate || seen || counter) ? JSON.parse(data.toString("utf8", start, end)).messages : undefined;
-      if (o.validate) {
-        const reason = read ? plain!.refusal : openAiChatRefusal(messages!);
-        if (reason) {
-          invalid[reason] = (invalid[reason] ?? 0) + 1;
+  // Counting tokens, or parsing large samples, leaves much garbage: the heap is then held tight.
+  let releaseHeap = counter ? holdTightHeap() : undefined;
+  try {
+    for await (const { buffers, bounds } of rows(o.format === "parquet" ? "parquet" : "line")) {
+      signal.throwIfAborted();
+      for (let r = 0; r < buffers.length; r++) {
+        // The line (JSONL's, or the Parquet record's: both have the messages), then with a split
+        // the side Postgres computed, a 4-byte integer (splitSideSql: 1 validation).
+        const data = buffers[r]!;
+        const b = r * fields * 2;
+        const start = bounds[b]!;
+        const end = bounds[b + 1]!;
+        const read = plain?.read(data, start, end) ?? false;
+        const parse = !read && (o.validate || seen || counter);
+        if (parse && !releaseHeap && end - start >= LARGE_PARSED_SAMPLE_BYTES) releaseHeap = holdTightHeap();
+        const messages: Message[] | undefined = parse
+          ? JSON.parse(data.toString("utf8", start, end)).messages
+          : undefined;
+        if (o.validate) {
+          const reason = read ? plain!.refusal : openAiChatRefusal(messages!);
+          if (reason) {
+            invalid[reason] = (invalid[reason] ?? 0) + 1;
+            continue;
+          }
+        }
+        if (seen && !(read ? seen.addKey(plain!.key, plain!.keyLength) : seen.add(messages!))) {
+          duplicate++;
           continue;
         }
-      }
-      if (seen && !(read ? seen.addKey(plain!.key, plain!.keyLength) : seen.add(messages!))) {
-        duplicate++;
-        continue;
-      }
-      const tokens = counter?.(messages!);
-      if (tokens !== undefined && o.maxTokens !== undefined && tokens > o.maxTokens) {
-        tooLong++;
-        continue;
-      }
-      if (tokens !== undefined) tally!.add(tokens);
-      const side: SplitName | null = o.split ? (data[bounds[b + 3]! - 1] === 1 ? "validation" : "train") : null;
-      if (side) splits[side]++;
-      included++;
-      const wrote = outputs.get(side)!.add(data, start, end);
-      if (wrote) {
-        await wrote;
-        signal.throwIfAborted();
+        const tokens = counter?.(messages!);
+        if (tokens !== undefined && o.maxTokens !== undefined && tokens > o.maxTokens) {
+          tooLong++;
+          continue;
+        }
+        if (tokens !== undefined) tally!.add(tokens);
+        const side: SplitName | null = o.split ? (data[bounds[b + 3]! - 1] === 1 ? "validation" : "train") : null;
+        if (side) splits[side]++;
+        included++;
+        const wrote = outputs.get(side)!.add(data, start, end);
+        if (wrote) {
+          await wrote;
+          signal.throwIfAborted();
+        }
       }
     }
+  } finally {
+    releaseHeap?.();
   }
   const skipped = {
     ...(o.validate ? { invalid } : {}),
