@@ -51,21 +51,22 @@ export async function packageRows(
   signal: AbortSignal,
 ): Promise<DatasetStats> {
   const o = job.options;
-  const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
-  const invalid: Partial<Record<InvalidReason, number>> = {};
-  const seen = o.dedupe ? new SeenConversations(job.size) : undefined;
-  const tally = counter ? new TokenTally() : undefined;
-  const splits = { train: 0, validation: 0 };
-  let duplicate = 0;
-  let tooLong = 0;
-  let included = 0;
-  // validate and dedupe read a plain conversation off its bytes, and parse only the others; token
-  // counting needs every conversation parsed.
-  const plain = (o.validate || seen) && !counter ? new PlainConversation() : undefined;
-  const fields = o.split ? 2 : 1;
-  // Counting tokens, or parsing large samples, leaves much garbage: the heap is then held tight.
-  let releaseHeap = counter ? holdTightHeap() : undefined;
+  // Counting tokens (from the tokenizer's loading on), or parsing large samples, leaves much
+  // garbage: the heap is then held tight.
+  let releaseHeap = o.tokenizer ? holdTightHeap() : undefined;
   try {
+    const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
+    const invalid: Partial<Record<InvalidReason, number>> = {};
+    const seen = o.dedupe ? new SeenConversations(job.size) : undefined;
+    const tally = counter ? new TokenTally() : undefined;
+    const splits = { train: 0, validation: 0 };
+    let duplicate = 0;
+    let tooLong = 0;
+    let included = 0;
+    // validate and dedupe read a plain conversation off its bytes, and parse only the others; token
+    // counting needs every conversation parsed.
+    const plain = (o.validate || seen) && !counter ? new PlainConversation() : undefined;
+    const fields = o.split ? 2 : 1;
     for await (const { buffers, bounds } of rows(o.format === "parquet" ? "parquet" : "line")) {
       signal.throwIfAborted();
       for (let r = 0; r < buffers.length; r++) {
@@ -108,20 +109,20 @@ export async function packageRows(
         }
       }
     }
+    const skipped = {
+      ...(o.validate ? { invalid } : {}),
+      ...(o.dedupe ? { duplicate } : {}),
+      ...(o.maxTokens !== undefined ? { tooLong } : {}),
+    };
+    return {
+      included,
+      ...(Object.keys(skipped).length > 0 ? { skipped } : {}),
+      ...(o.split ? { splits } : {}),
+      ...(tally ? { tokens: tally.stats() } : {}),
+    };
   } finally {
     releaseHeap?.();
   }
-  const skipped = {
-    ...(o.validate ? { invalid } : {}),
-    ...(o.dedupe ? { duplicate } : {}),
-    ...(o.maxTokens !== undefined ? { tooLong } : {}),
-  };
-  return {
-    included,
-    ...(Object.keys(skipped).length > 0 ? { skipped } : {}),
-    ...(o.split ? { splits } : {}),
-    ...(tally ? { tokens: tally.stats() } : {}),
-  };
 }
 
 async function tokenCounter(deployment: string, model: string): Promise<TokenCounter> {

@@ -4,6 +4,7 @@ import type { CopyRowBatch } from "@/lib/db/copy-binary";
 import type { DatasetOutput } from "./dataset-output";
 import { LARGE_PARSED_SAMPLE_BYTES, packageRows } from "./package-rows";
 import { holdTightHeap, tightHeapHolds } from "./tight-heap";
+import { tinyModelDir } from "../engine/testing/models";
 
 /**
  * The old space's peak while objects are promoted and dropped (a rolling window of 300k objects
@@ -57,7 +58,11 @@ describe("holdTightHeap", () => {
 
 describe("packageRows and the tight heap", () => {
   /** One batch per line; `holds` records the holds taken while each line after the first is read. */
-  async function packaged(lines: string[], options: DatasetOptions): Promise<{ holds: number[]; kept: number }> {
+  async function packaged(
+    lines: string[],
+    options: DatasetOptions,
+    tokenizerModel?: string,
+  ): Promise<{ holds: number[]; kept: number }> {
     const holds: number[] = [];
     async function* rows(): AsyncGenerator<CopyRowBatch> {
       for (const line of lines) {
@@ -68,7 +73,8 @@ describe("packageRows and the tight heap", () => {
     }
     let kept = 0;
     const output = { add: () => void kept++ } as unknown as DatasetOutput;
-    await packageRows({ options, size: lines.length }, rows, new Map([[null, output]]), new AbortController().signal);
+    const job = { options, size: lines.length, tokenizerModel: tokenizerModel ?? null };
+    await packageRows(job, rows, new Map([[null, output]]), new AbortController().signal);
     return { holds, kept };
   }
   /** A line as Postgres renders it: the plain reader reads it off its bytes, without JSON.parse. */
@@ -97,6 +103,17 @@ describe("packageRows and the tight heap", () => {
   it("releases it when the job fails", async () => {
     const large = namedLine("x".repeat(LARGE_PARSED_SAMPLE_BYTES));
     await expect(packaged([large, "{not json"], options)).rejects.toThrow();
+    expect(tightHeapHolds()).toBe(0);
+  });
+
+  it("holds it while a job counts tokens", async () => {
+    const counting = { ...options, validate: undefined, tokenizer: "counter" } as DatasetOptions;
+    const { holds, kept } = await packaged([plainLine("a"), plainLine("b")], counting, await tinyModelDir());
+    expect(kept).toBe(2);
+    expect(holds).toEqual([1, 1]);
+    expect(tightHeapHolds()).toBe(0);
+    // A tokenizer that cannot be loaded fails the job, and the hold goes with it.
+    await expect(packaged([plainLine("a")], counting, "/nonexistent/model")).rejects.toThrow(/tokenizer/);
     expect(tightHeapHolds()).toBe(0);
   });
 });
