@@ -31,8 +31,8 @@ export function appProcessArgs(port: number): string[] {
  * transformers.ts requires it, which that loader leaves to Node). Counting a million samples'
  * tokens in the datasets bench's worker peaked at 492 MB before, 343–360 MB after.
  *
- * V8's heap growth is its own, but while a job counts tokens or parses large samples
- * (workers/packager/tight-heap.ts).
+ * No heap flag: V8 sizes the heap's growth itself, except while a job counts tokens or parses
+ * large samples (workers/packager/tight-heap.ts).
  */
 export const WORKER_NODE_FLAGS = ["--import", "tsx/esm"];
 

@@ -17,7 +17,7 @@ let fullCollection: (() => void) | undefined;
  * template promote about 7 MB/s of short-lived objects, and with V8's own factor the old space
  * filled to about four times what survived a collection before the next one (the datasets bench's
  * token phase at a million samples: 343–360 MB; 266–275 MB held). So does parsing samples of
- * megabytes (sixty 16 MB samples parsed in a row: 390 MB, 275 MB with the tight factor).
+ * megabytes (sixty 16 MB samples parsed in a row, held from the first: 376–377 MB; 249–264 MB).
  *
  * It is held for such jobs only, not for the whole worker: set for the whole process, it made
  * packaging without token counts run about 30 full collections per million samples instead of
