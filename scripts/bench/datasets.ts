@@ -365,6 +365,6 @@ async function startBenchWorker(env: Record<string, string>) {
         if (child.exitCode !== null) return resolve();
         child.once("exit", () => resolve());
         child.kill("SIGTERM");
-      }),
+      }).then(() => new Promise<void>((resolve) => (log ? log.end(resolve) : resolve()))),
   };
 }
