@@ -259,6 +259,10 @@ export default async function bench(args: string[]) {
     console.log(
       `32 streams of ${tokensPer} tokens, ${seconds} s each side in ${sideRounds} alternating rounds, through ${via}:`,
     );
+    // One round of each side first, not counted: V8 optimizes the relay's code only once it is hot
+    // (the time-to-first-token phases above do not make it so), and the first rounds through the
+    // app ran 10-20% slower than the later ones while it did.
+    for (const s of [side("warm-up", directSide.call), side("warm-up", appSide.call)]) await runRound(s);
     for (let i = 0; i < sideRounds; i++) {
       for (const s of i % 2 === 0 ? [directSide, appSide] : [appSide, directSide]) await runRound(s);
     }

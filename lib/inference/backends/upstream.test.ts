@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { GenerationRequestInput } from "../../contracts/generation";
 import { InferenceError } from "../client";
 import { UpstreamEventParser } from "./upstream";
@@ -110,5 +110,137 @@ describe("the upstream's server-sent events", () => {
     expect(() => parser.push('data: {"error":{"message":"out of memory"}}\n\n')).toThrow(
       "the llama.cpp upstream failed: out of memory",
     );
+  });
+});
+
+describe("the upstream's repeated delta events (parsed from their template)", () => {
+  /** A small seeded generator, so that a failure can be replayed. */
+  const random = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const PIECES = ["a", " tok", "é", "😀", '"', "\\", "\n", "\t", "/", "\u0000", '","finish_reason":"stop', "}]}", "\\u0022", " "];
+  /** A string literal for `text`, sometimes with escapes JSON.stringify would not write. */
+  const literal = (text: string, rnd: () => number) =>
+    rnd() < 0.2 ? `"${[...text].map((ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`).join("")}"` : JSON.stringify(text);
+
+  type Shape = (lit: string, k: number, index: number) => string;
+  const SHAPES: Record<string, Shape> = {
+    vllm: (lit, _k, index) =>
+      `{"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"m","choices":[{"index":${index},"text":${lit},"logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}`,
+    llamacpp: (lit, _k, index) =>
+      `{"choices":[{"text":${lit},"index":${index},"logprobs":null,"finish_reason":null}],"created":1700000000,"model":"m","object":"text_completion","id":"cmpl-x"}`,
+    chat: (lit, _k, index) =>
+      `{"id":"c","object":"chat.completion.chunk","choices":[{"index":${index},"delta":{"content":${lit}},"logprobs":null,"finish_reason":null}]}`,
+    spaced: (lit, _k, index) => `{"id": "x", "choices": [ {"index": ${index}, "text" :  ${lit} , "finish_reason": null} ]}`,
+    idPerEvent: (lit, k, index) => `{"id":"cmpl-${k}","choices":[{"index":${index},"text":${lit},"finish_reason":null}]}`,
+    duplicateKey: (lit, _k, index) => `{"choices":[{"index":${index},"text":"dup","text":${lit}}]}`,
+    nested: (lit, _k, index) => `{"meta":{"text":"not this"},"choices":[{"index":${index},"text":${lit},"extra":{"text":"nor this"}}]}`,
+  };
+
+  /** The events a parser must give for these data lines: each parsed whole, as the spec of the dialect says. */
+  const oracle = (lines: string[]) => {
+    const text = new Map<number, string>();
+    const finishes: string[] = [];
+    let counted = 0;
+    let usage: unknown;
+    for (const line of lines) {
+      const chunk = JSON.parse(line) as {
+        choices?: { index?: number; text?: string; delta?: { content?: string }; finish_reason?: string | null }[];
+        usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+      };
+      for (const c of chunk.choices ?? []) {
+        const t = c.text ?? c.delta?.content ?? "";
+        if (t) {
+          counted++;
+          text.set(c.index ?? 0, (text.get(c.index ?? 0) ?? "") + t);
+        }
+        if (c.finish_reason && !finishes.some((f) => f.startsWith(`${c.index ?? 0}:`)))
+          finishes.push(`${c.index ?? 0}:${c.finish_reason}`);
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    return { text, finishes, usage: usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted } };
+  };
+
+  it("give the same events as parsing every event whole, for every dialect, escape and read split", () => {
+    for (let seed = 1; seed <= 300; seed++) {
+      const rnd = random(seed);
+      const names = Object.keys(SHAPES);
+      const shape = SHAPES[names[seed % names.length]!]!;
+      const n = rnd() < 0.2 ? 2 : 1;
+      const lines: string[] = [];
+      const count = 1 + Math.floor(rnd() * 40);
+      for (let k = 0; k < count; k++) {
+        const index = n === 2 && rnd() < 0.5 ? 1 : 0;
+        let text = "";
+        for (let p = Math.floor(rnd() * 4); p >= 0; p--) text += PIECES[Math.floor(rnd() * PIECES.length)];
+        if (rnd() < 0.05) text = "";
+        const roll = rnd();
+        if (roll < 0.04)
+          lines.push(`{"choices":[{"index":${index},"text":${JSON.stringify(text)},"finish_reason":"stop"}]}`);
+        else if (roll < 0.07)
+          lines.push(`{"choices":[{"index":${index},"text":"lp","logprobs":{"tokens":["lp"],"token_logprobs":[-1]}}]}`);
+        else if (roll < 0.1) lines.push(shape(literal(text, rnd), k, index).replace('"cmpl-', '"other-'));
+        else lines.push(shape(literal(text, rnd), k, index));
+      }
+      lines.push(`{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":${count},"total_tokens":${count + 2}}}`);
+      const wire = lines.map((l) => `data: ${l}\n\n`).join("") + "data: [DONE]\n\n";
+
+      const parser = new UpstreamEventParser(request({ n }), "vLLM");
+      const events = [];
+      for (let at = 0; at < wire.length; ) {
+        const next = Math.min(wire.length, at + 1 + Math.floor(rnd() * 400));
+        events.push(...parser.push(wire.slice(at, next)));
+        at = next;
+      }
+      const want = oracle(lines);
+      const text = new Map<number, string>();
+      for (const e of events) if (e.type === "delta") text.set(e.index, (text.get(e.index) ?? "") + e.text);
+      expect(text, `seed ${seed}`).toEqual(want.text);
+      const finishes = events.flatMap((e) => (e.type === "finish" ? [`${e.index}:${e.finish_reason}`] : []));
+      expect(finishes, `seed ${seed}`).toEqual(want.finishes);
+      expect(parser.end().at(-1), `seed ${seed}`).toEqual({ type: "done", usage: want.usage });
+    }
+  });
+
+  it("an event that only looks like the template (its text's place holding more than one literal) is parsed whole", () => {
+    const parser = new UpstreamEventParser(request(), "vLLM");
+    const head = '{"id":"cmpl-1","choices":[{"index":0,"text":';
+    const tail = ',"logprobs":null,"finish_reason":null}]}';
+    // After the template: the same head and tail, with members smuggled in between.
+    const sneaky = `${head}"b","logprobs":null,"finish_reason":"stop","x":"y"${tail}`;
+    expect(JSON.parse(sneaky).choices[0]).toMatchObject({ text: "b", finish_reason: null });
+    const finishing = `${head}"c","finish_reason":"length","x":null${tail.replace('"finish_reason":null', '"y":null')}`;
+    expect(JSON.parse(finishing).choices[0]).toMatchObject({ text: "c", finish_reason: "length" });
+    const got = parser.push([`${head}"a"${tail}`, `${head}"a2"${tail}`, sneaky, finishing].map((l) => `data: ${l}\n\n`).join(""));
+    expect(got).toEqual([
+      { type: "delta", index: 0, text: "a" + "a2" + "b" + "c" },
+      { type: "finish", index: 0, finish_reason: "length", stop: null },
+    ]);
+  });
+
+  it("parse only the text of events that repeat their template, and stop trying on a stream whose events differ", () => {
+    const whole = (lines: string[]) => {
+      const spy = vi.spyOn(JSON, "parse");
+      try {
+        const parser = new UpstreamEventParser(request(), "vLLM");
+        const events = parser.push(lines.map((l) => `data: ${l}\n\n`).join(""));
+        const text = events.map((e) => (e.type === "delta" ? e.text : "")).join("");
+        // Whole events (and probes) against the text literals alone.
+        return { text, parsed: spy.mock.calls.filter(([arg]) => String(arg).length > 40).length };
+      } finally {
+        spy.mockRestore();
+      }
+    };
+    const texts = Array.from({ length: 100 }, (_, k) => ` t${k}`);
+    const same = whole(texts.map((t) => SHAPES.vllm!(JSON.stringify(t), 0, 0)));
+    expect(same.text).toBe(texts.join(""));
+    expect(same.parsed).toBe(2); // the first event, and the probe of its template
+    const differing = whole(texts.map((t, k) => SHAPES.idPerEvent!(JSON.stringify(t), k, 0)));
+    expect(differing.text).toBe(texts.join(""));
+    expect(differing.parsed).toBe(100 + 1); // every event, and one template's probe
   });
 });
