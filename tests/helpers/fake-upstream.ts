@@ -20,10 +20,10 @@ export type FakeMode =
   /** One JSON answer though a stream was asked for (a server that does not stream). */
   | { type: "json"; text: string }
   /**
-   * An event stream written exactly as given: each string in one write, a number a pause of
-   * that many ms, a function awaited (the test decides when the upstream goes on).
+   * An event stream written exactly as given: each string or bytes in one write, a number a
+   * pause of that many ms, a function awaited (the test decides when the upstream goes on).
    */
-  | { type: "raw"; writes: (string | number | (() => Promise<void>))[] };
+  | { type: "raw"; writes: (string | Buffer | number | (() => Promise<void>))[] };
 
 export type FakeUpstream = {
   url: string;
@@ -130,7 +130,7 @@ function answer(kind: UpstreamKind, mode: FakeMode, path: string, body: Record<s
   if (mode.type === "raw") {
     void (async () => {
       for (const w of mode.writes) {
-        if (typeof w === "string") res.write(w);
+        if (typeof w === "string" || Buffer.isBuffer(w)) res.write(w);
         else if (typeof w === "number") await new Promise((r) => setTimeout(r, w));
         else await w();
       }

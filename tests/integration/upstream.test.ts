@@ -354,16 +354,17 @@ describe("parameter mapping per kind", () => {
 
 describe("relaying the stream", () => {
   const usage = `data: ${JSON.stringify({ id: "c", choices: [], usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } })}\n\n`;
-  const split = ev(" you");
-  const at = Math.floor(split.length / 2);
+  // Split inside the two bytes of its "ø": the app decodes once per read, not per chunk.
+  const split = Buffer.from(ev(" yøu"));
+  const at = split.indexOf(Buffer.from("ø")) + 1;
 
   /** The upstream's writes: three events in one, then one split over two writes, then the end. */
   const writes = (waitForClient: () => Promise<void>) => [
     ev("Hel") + ev("lo") + ev(" there"),
     waitForClient,
-    split.slice(0, at),
+    split.subarray(0, at),
     30,
-    split.slice(at) + ev("!", "length") + usage + "data: [DONE]\n\n",
+    Buffer.concat([split.subarray(at), Buffer.from(ev("!", "length") + usage + "data: [DONE]\n\n")]),
   ];
 
   it("POST: events of one upstream read go out as one chunk, in order; a split event comes out whole", async () => {
@@ -388,7 +389,7 @@ describe("relaying the stream", () => {
     expect(events.at(-1)!.data).toBe("[DONE]");
     expect(events.slice(0, -1).map((e) => DeploymentStreamChunk.parse(JSON.parse(e.data)))).toEqual([
       { index: 0, completion: "Hello there" },
-      { index: 0, completion: " you!" },
+      { index: 0, completion: " yøu!" },
       { index: 0, completion: "", finish_reason: "length", stop: null },
       { usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } },
     ]);
@@ -426,7 +427,7 @@ describe("relaying the stream", () => {
     const got = await getStream(
       `${dep.url}?${qs({ prompt: "Hi", max_tokens: 5, authorization: `Bearer ${team.modelKey}` })}`,
     );
-    expect(got.updates).toEqual(["Hello there", " you!"]);
+    expect(got.updates).toEqual(["Hello there", " yøu!"]);
     expect(got.end).toEqual({
       finish_reason: "length",
       stop: null,
