@@ -10,7 +10,8 @@
 //                         first token (a GPU server's prefill; `--realistic-ttft-ms N` to change)
 // `--tokens N` sets the tokens of each throughput stream (default 256): short answers weigh the
 // app's cost per request, long ones its cost per token (both are printed). The throughput phase
-// alternates the two sides in `--rounds N` rounds (default 4; 2 with --quick).
+// alternates the two sides in `--rounds N` rounds of 2 s (default 8; 2 of 1.5 s with --quick): on
+// this shared host one round of a side ranged over ±15%, so the figure takes 16 s of each.
 // BENCH_UPSTREAM_TTFT_ONLY=1 stops after the time-to-first-token phases (to profile those alone,
 // with BENCH_APP_NODE_ARGS="--cpu-prof …").
 // `--via completions|chat` goes through OpenAI's paths instead of the deployment endpoint
@@ -212,8 +213,8 @@ export default async function bench(args: string[]) {
     // tokens over its time, all rounds together.
     const streams = 32;
     const tokensPer = arg(args, "--tokens", quick ? 64 : 256);
-    const seconds = quick ? 3 : 8;
-    const sideRounds = arg(args, "--rounds", quick ? 2 : 4);
+    const sideRounds = arg(args, "--rounds", quick ? 2 : 8);
+    const seconds = quick ? 3 : 2 * sideRounds;
     /** One side's totals over its rounds (CPU in seconds; the app's socket reads and writes). */
     const side = (label: string, call: (body: Record<string, unknown>) => ReturnType<typeof stream>) => ({
       label,
