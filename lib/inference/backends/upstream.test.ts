@@ -121,10 +121,27 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const PIECES = ["a", " tok", "é", "😀", '"', "\\", "\n", "\t", "/", "\u0000", '","finish_reason":"stop', "}]}", "\\u0022", " "];
+  const PIECES = [
+    "a",
+    " tok",
+    "é",
+    "😀",
+    '"',
+    "\\",
+    "\n",
+    "\t",
+    "/",
+    "\u0000",
+    '","finish_reason":"stop',
+    "}]}",
+    "\\u0022",
+    " ",
+  ];
   /** A string literal for `text`, sometimes with escapes JSON.stringify would not write. */
   const literal = (text: string, rnd: () => number) =>
-    rnd() < 0.2 ? `"${[...text].map((ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`).join("")}"` : JSON.stringify(text);
+    rnd() < 0.2
+      ? `"${[...text].map((ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`).join("")}"`
+      : JSON.stringify(text);
 
   type Shape = (lit: string, k: number, index: number) => string;
   const SHAPES: Record<string, Shape> = {
@@ -134,10 +151,13 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
       `{"choices":[{"text":${lit},"index":${index},"logprobs":null,"finish_reason":null}],"created":1700000000,"model":"m","object":"text_completion","id":"cmpl-x"}`,
     chat: (lit, _k, index) =>
       `{"id":"c","object":"chat.completion.chunk","choices":[{"index":${index},"delta":{"content":${lit}},"logprobs":null,"finish_reason":null}]}`,
-    spaced: (lit, _k, index) => `{"id": "x", "choices": [ {"index": ${index}, "text" :  ${lit} , "finish_reason": null} ]}`,
-    idPerEvent: (lit, k, index) => `{"id":"cmpl-${k}","choices":[{"index":${index},"text":${lit},"finish_reason":null}]}`,
+    spaced: (lit, _k, index) =>
+      `{"id": "x", "choices": [ {"index": ${index}, "text" :  ${lit} , "finish_reason": null} ]}`,
+    idPerEvent: (lit, k, index) =>
+      `{"id":"cmpl-${k}","choices":[{"index":${index},"text":${lit},"finish_reason":null}]}`,
     duplicateKey: (lit, _k, index) => `{"choices":[{"index":${index},"text":"dup","text":${lit}}]}`,
-    nested: (lit, _k, index) => `{"meta":{"text":"not this"},"choices":[{"index":${index},"text":${lit},"extra":{"text":"nor this"}}]}`,
+    nested: (lit, _k, index) =>
+      `{"meta":{"text":"not this"},"choices":[{"index":${index},"text":${lit},"extra":{"text":"nor this"}}]}`,
   };
 
   /** The events a parser must give for these data lines: each parsed whole, as the spec of the dialect says. */
@@ -191,7 +211,7 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
 
       const parser = new UpstreamEventParser(request({ n }), "vLLM");
       const events = [];
-      for (let at = 0; at < wire.length; ) {
+      for (let at = 0; at < wire.length;) {
         const next = Math.min(wire.length, at + 1 + Math.floor(rnd() * 400));
         events.push(...parser.push(wire.slice(at, next)));
         at = next;
@@ -215,7 +235,9 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     expect(JSON.parse(sneaky).choices[0]).toMatchObject({ text: "b", finish_reason: null });
     const finishing = `${head}"c","finish_reason":"length","x":null${tail.replace('"finish_reason":null', '"y":null')}`;
     expect(JSON.parse(finishing).choices[0]).toMatchObject({ text: "c", finish_reason: "length" });
-    const got = parser.push([`${head}"a"${tail}`, `${head}"a2"${tail}`, sneaky, finishing].map((l) => `data: ${l}\n\n`).join(""));
+    const got = parser.push(
+      [`${head}"a"${tail}`, `${head}"a2"${tail}`, sneaky, finishing].map((l) => `data: ${l}\n\n`).join(""),
+    );
     expect(got).toEqual([
       { type: "delta", index: 0, text: "a" + "a2" + "b" + "c" },
       { type: "finish", index: 0, finish_reason: "length", stop: null },
