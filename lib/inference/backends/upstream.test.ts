@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it, vi } from "vitest";
 import type { GenerationRequestInput } from "../../contracts/generation";
 import { InferenceError } from "../client";
@@ -264,5 +266,26 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     const differing = whole(texts.map((t, k) => SHAPES.idPerEvent!(JSON.stringify(t), k, 0)));
     expect(differing.text).toBe(texts.join(""));
     expect(differing.parsed).toBe(100 + 1); // every event, and one template's probe
+  });
+
+  it("a template does not keep the network read it was cut from alive", () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heap = () => {
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const parsers: UpstreamEventParser[] = [];
+    const before = heap();
+    for (let i = 0; i < 200; i++) {
+      const parser = new UpstreamEventParser(request(), "vLLM");
+      // A 100 kB read: a comment, then the plain event the template is made of.
+      parser.push(`: ${String(i).padStart(6, "0")}${"x".repeat(100_000)}\n\n` + event(`t${i}`));
+      expect(parser.push(event(" again"))).toEqual([{ type: "delta", index: 0, text: " again" }]);
+      parsers.push(parser);
+    }
+    // 200 reads of 100 kB would be 20 MB.
+    expect(heap() - before).toBeLessThan(4_000_000);
+    expect(parsers).toHaveLength(200);
   });
 });

@@ -309,6 +309,12 @@ function plainChoice(chunk: UpstreamChunk): UpstreamChoice | undefined {
   return c.logprobs || c.finish_reason ? undefined : c;
 }
 
+/**
+ * A copy of `s` of its own: V8's slices keep the whole string they were cut from alive, and a
+ * template lives as long as its stream, while the read it came from may be 64 kB.
+ */
+const ownCopy = (s: string) => (s + " ").slice(0, -1);
+
 const skipSpace = (s: string, i: number) => {
   while (i < s.length && (s.charCodeAt(i) === 32 || s.charCodeAt(i) === 9)) i++;
   return i;
@@ -342,7 +348,7 @@ function plainTemplate(data: string, chunk: UpstreamChunk): PlainTemplate | unde
     }
     const p = plainChoice(probe);
     if (p && textOf(p) === PROBE_TEXT && (p.index ?? 0) === (c.index ?? 0))
-      return { head, tail, index: c.index ?? 0, hits: 0 };
+      return { head: ownCopy(head), tail: ownCopy(tail), index: c.index ?? 0, hits: 0 };
   }
   return undefined;
 }
