@@ -262,10 +262,18 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     const texts = Array.from({ length: 100 }, (_, k) => ` t${k}`);
     const same = whole(texts.map((t) => SHAPES.vllm!(JSON.stringify(t), 0, 0)));
     expect(same.text).toBe(texts.join(""));
-    expect(same.parsed).toBe(2); // the first event, and the probe of its template
+    expect(same.parsed).toBe(3); // the first event, and the two probes of its template
     const differing = whole(texts.map((t, k) => SHAPES.idPerEvent!(JSON.stringify(t), k, 0)));
     expect(differing.text).toBe(texts.join(""));
-    expect(differing.parsed).toBe(100 + 1); // every event, and one template's probe
+    expect(differing.parsed).toBe(100 + 2); // every event, and one template's probes
+  });
+
+  it("a slot that a later duplicate key overrides is not the text, even when that key holds a probe's value", () => {
+    const parser = new UpstreamEventParser(request(), "vLLM");
+    const line = (text: string) =>
+      `data: {"choices":[{"index":0,"text":${JSON.stringify(text)},"text":"\\u0000slot"}]}\n\n`;
+    const got = parser.push(line("a") + line("b") + line("c"));
+    expect(got).toEqual([{ type: "delta", index: 0, text: "\u0000slot".repeat(3) }]);
   });
 
   it("a template does not keep the network read it was cut from alive", () => {

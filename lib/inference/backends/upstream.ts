@@ -298,9 +298,11 @@ const textOf = (c: UpstreamChoice): string => c.text ?? c.delta?.content ?? c.me
  */
 type PlainTemplate = { head: string; tail: string; index: number; hits: number };
 
-/** What the probe puts in a template's slot to check that the slot is the text and nothing else. */
-const PROBE_TEXT = "\u0000slot";
-const PROBE_LITERAL = JSON.stringify(PROBE_TEXT);
+/**
+ * What the probes put in a template's slot: each must come out as the text, so the slot is what
+ * the text is read from (with one probe, a later duplicate key holding that very value would pass).
+ */
+const PROBES = ["\u0000slot", "\u0001other"];
 
 /** A plain chunk's one choice (see PlainTemplate), or undefined. */
 function plainChoice(chunk: UpstreamChunk): UpstreamChoice | undefined {
@@ -322,9 +324,10 @@ const skipSpace = (s: string, i: number) => {
 
 /**
  * The template of `data` (parsed as `chunk`) if it is a plain delta with text: the string literal
- * of a `"text"` or `"content"` member, checked by parsing the event with a probe text in its place
- * (the probe must come out as the text, the rest still plain; a duplicate key or a nested member
- * of that name fails it).
+ * of a `"text"` or `"content"` member, checked by parsing the event with probe texts in its place
+ * (each probe must come out as the text, the rest still plain; a duplicate key or a nested member
+ * of that name fails it). As the token structure is the same whatever the slot holds, every other
+ * value the parser reads is the same as in `data`: plain.
  */
 function plainTemplate(data: string, chunk: UpstreamChunk): PlainTemplate | undefined {
   const c = plainChoice(chunk);
@@ -340,17 +343,21 @@ function plainTemplate(data: string, chunk: UpstreamChunk): PlainTemplate | unde
     if (e >= data.length) continue;
     const head = data.slice(0, q);
     const tail = data.slice(e + 1);
-    let probe: UpstreamChunk;
-    try {
-      probe = JSON.parse(head + PROBE_LITERAL + tail) as UpstreamChunk;
-    } catch {
-      continue;
-    }
-    const p = plainChoice(probe);
-    if (p && textOf(p) === PROBE_TEXT && (p.index ?? 0) === (c.index ?? 0))
-      return { head: ownCopy(head), tail: ownCopy(tail), index: c.index ?? 0, hits: 0 };
+    const slotIsText = PROBES.every((text) => {
+      const p = plainChoice(parsedOrUndefined(head + JSON.stringify(text) + tail) ?? {});
+      return p !== undefined && textOf(p) === text && (p.index ?? 0) === (c.index ?? 0);
+    });
+    if (slotIsText) return { head: ownCopy(head), tail: ownCopy(tail), index: c.index ?? 0, hits: 0 };
   }
   return undefined;
+}
+
+function parsedOrUndefined(text: string): UpstreamChunk | undefined {
+  try {
+    return JSON.parse(text) as UpstreamChunk;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The string a JSON text holds, or undefined when it is not exactly one string literal. */
