@@ -377,13 +377,14 @@ function stringLiteral(text: string): string | undefined {
  * busy app) the app sends fewer, larger chunks instead of falling further behind. An event split
  * over two reads comes out with the second. Nothing is held back.
  *
- * A server repeats its plain delta events byte for byte but for the text (vLLM, TGI, llama.cpp
- * and Ollama keep the id, model and time of one answer), so after one such event has been parsed
+ * A server repeats its plain delta events byte for byte but for the text (the same id, model and
+ * creation time throughout an answer, as vLLM's are), so after one such event has been parsed
  * whole, the next ones that match its template (`PlainTemplate`) only have their text's literal
- * parsed: a whole `JSON.parse` per token was the largest share of the app's CPU in front of a fast
- * upstream (`npm run bench -- upstream`). An event that does not match is parsed whole, and a
- * plain one becomes the template; a template that never matched is not replaced (a server whose
- * events all differ, or choices that alternate), so such a stream is parsed whole throughout.
+ * parsed. A whole `JSON.parse` per token took about 13% of the app's main thread in front of a
+ * fast upstream (`npm run bench -- upstream`), as much as its socket writes. An event that does
+ * not match is parsed whole, and a plain one becomes the next template (a time that ticks each
+ * second costs one template a second); a template that never matched is not replaced (a server
+ * whose events all differ, or choices that alternate), so such a stream is parsed whole throughout.
  */
 export class UpstreamEventParser {
   /** A line begun in an earlier read. */
