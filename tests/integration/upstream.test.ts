@@ -354,7 +354,7 @@ describe("parameter mapping per kind", () => {
 
 describe("relaying the stream", () => {
   const usage = `data: ${JSON.stringify({ id: "c", choices: [], usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } })}\n\n`;
-  // Split inside the two bytes of its "ø": the app decodes once per read, not per chunk.
+  // Split inside the two bytes of its "ø": a character cut between two reads must come out whole.
   const split = Buffer.from(ev(" yøu"));
   const at = split.indexOf(Buffer.from("ø")) + 1;
 
