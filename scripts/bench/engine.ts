@@ -17,22 +17,19 @@ import type { PreTrainedModel } from "@huggingface/transformers";
 import { AutoModelForCausalLM, AutoTokenizer } from "../../workers/engine/transformers";
 import { execFileSync } from "node:child_process";
 import path from "node:path";
-import v8 from "node:v8";
-import vm from "node:vm";
 import { Engine } from "../../workers/engine/engine";
 import type { LoadedModel } from "../../workers/engine/model/load-model";
 import { int64Tensor, kvTensor, newKvArray, type OrtTensor } from "../../workers/engine/model/session";
 import type { WeightFormat } from "../tiny-model/graph-parts";
 import { cachedTinyModel } from "../tiny-model/generate";
+import { collectGarbage } from "@/lib/gc";
 
 const now = () => performance.now();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const MiB = 2 ** 20;
 
-v8.setFlagsFromString("--expose-gc");
-const gc = vm.runInNewContext("gc") as () => void;
 const settle = async () => {
-  gc();
+  collectGarbage();
   await new Promise((r) => setTimeout(r, 50));
 };
 

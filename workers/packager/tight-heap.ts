@@ -1,5 +1,5 @@
 import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+import { collectGarbage } from "@/lib/gc";
 
 /**
  * How far V8 lets the old space grow past what survived a full collection, while held: 50%.
@@ -9,7 +9,6 @@ import { runInNewContext } from "node:vm";
 const TIGHT_PERCENT = 50;
 
 let holds = 0;
-let fullCollection: (() => void) | undefined;
 
 /**
  * Keeps the worker's heap tight while a job leaves much garbage in V8's old space, until the
@@ -44,13 +43,4 @@ export function holdTightHeap(): () => void {
 /** How many holds are taken now (tests). */
 export function tightHeapHolds(): number {
   return holds;
-}
-
-/** A full, non-incremental collection, with the `gc` function `--expose-gc` gives a new context. */
-function collectGarbage(): void {
-  if (!fullCollection) {
-    setFlagsFromString("--expose-gc");
-    fullCollection = runInNewContext("gc") as () => void;
-  }
-  fullCollection();
 }

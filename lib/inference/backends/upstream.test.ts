@@ -1,7 +1,6 @@
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { describe, expect, it, vi } from "vitest";
 import type { GenerationRequestInput } from "../../contracts/generation";
+import { collectGarbage } from "../../gc";
 import { InferenceError } from "../client";
 import { UpstreamEventParser } from "./upstream";
 
@@ -277,10 +276,8 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
   });
 
   it("a template does not keep the network read it was cut from alive", () => {
-    setFlagsFromString("--expose-gc");
-    const gc = runInNewContext("gc") as () => void;
     const heap = () => {
-      gc();
+      collectGarbage();
       return process.memoryUsage().heapUsed;
     };
     const parsers: UpstreamEventParser[] = [];
