@@ -344,7 +344,7 @@ function plainTemplate(data: string, chunk: UpstreamChunk): PlainTemplate | unde
     const head = data.slice(0, q);
     const tail = data.slice(e + 1);
     const slotIsText = PROBES.every((text) => {
-      const p = plainChoice(parsedOrUndefined(head + JSON.stringify(text) + tail) ?? {});
+      const p = plainChoice((jsonOrUndefined(head + JSON.stringify(text) + tail) ?? {}) as UpstreamChunk);
       return p !== undefined && textOf(p) === text && (p.index ?? 0) === (c.index ?? 0);
     });
     if (slotIsText) return { head: ownCopy(head), tail: ownCopy(tail), index: c.index ?? 0, hits: 0 };
@@ -352,9 +352,10 @@ function plainTemplate(data: string, chunk: UpstreamChunk): PlainTemplate | unde
   return undefined;
 }
 
-function parsedOrUndefined(text: string): UpstreamChunk | undefined {
+/** The value of a JSON text, or undefined when it is not JSON. */
+function jsonOrUndefined(text: string): unknown {
   try {
-    return JSON.parse(text) as UpstreamChunk;
+    return JSON.parse(text) as unknown;
   } catch {
     return undefined;
   }
@@ -362,12 +363,8 @@ function parsedOrUndefined(text: string): UpstreamChunk | undefined {
 
 /** The string a JSON text holds, or undefined when it is not exactly one string literal. */
 function stringLiteral(text: string): string | undefined {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === "string" ? v : undefined;
-  } catch {
-    return undefined;
-  }
+  const v = jsonOrUndefined(text);
+  return typeof v === "string" ? v : undefined;
 }
 
 /**
