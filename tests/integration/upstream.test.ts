@@ -2,7 +2,7 @@
 // serving the tiny model as the upstream of a second team's deployment, through every endpoint;
 // (2) a local server speaking each kind's dialect (tests/helpers/fake-upstream.ts) for the
 // parameter mapping, refusals, failover, relayed errors, timeouts and the stored key.
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { EventSource } from "eventsource";
 import OpenAI from "openai";
@@ -617,8 +617,13 @@ describe("a client that leaves while the upstream has not answered yet", () => {
 });
 
 describe("the upstream key", () => {
-  function cli(env: Record<string, string>, ...args: string[]) {
-    const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
+  /**
+   * The CLI in a child process, awaited without blocking this one: a blocked event loop misses the
+   * app closing an idle kept-alive connection, and the next fetch then fails on it ("other side
+   * closed").
+   */
+  async function cli(env: Record<string, string>, ...args: string[]) {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
       cwd: root,
       env: {
         ...process.env,
@@ -628,16 +633,23 @@ describe("the upstream key", () => {
         DATA_DIR: inject("dataDir"),
         PUBLIC_URL: baseUrl,
       },
-      encoding: "utf8",
     });
-    return { code: r.status, out: r.stdout + r.stderr, lastLine: r.stdout.trim().split("\n").at(-1) ?? "" };
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.once("error", reject);
+      child.once("close", resolve);
+    });
+    return { code, out: stdout + stderr, lastLine: stdout.trim().split("\n").at(-1) ?? "" };
   }
 
   it("is read from the named variable, sent as Bearer, stored sealed, and never shown again", async () => {
     const team = await makeTeam();
     const up = await fake("vllm");
     const secret = `sk-upstream-${randomToken(20)}`;
-    const created = cli(
+    const created = await cli(
       { MY_UPSTREAM_KEY: secret },
       "deployment:create",
       "--team",
@@ -673,7 +685,7 @@ describe("the upstream key", () => {
     expect(row!.upstreamKey).toBeTruthy();
     expect(row!.upstreamKey).not.toContain(secret);
 
-    const list = cli({}, "deployment:list", "--team", team.slug);
+    const list = await cli({}, "deployment:list", "--team", team.slug);
     expect(list.code).toBe(0);
     expect(list.out).toContain("vllm");
     expect(list.out).not.toContain(secret);
@@ -706,7 +718,7 @@ describe("the upstream key", () => {
 
   it("the CLI refuses a missing key variable and an unknown kind without creating anything", async () => {
     const team = await makeTeam();
-    const noVar = cli(
+    const noVar = await cli(
       {},
       "deployment:create",
       "--team",
@@ -722,7 +734,7 @@ describe("the upstream key", () => {
     );
     expect(noVar.code).toBe(2);
     expect(noVar.out).toMatch(/SURELY_UNSET_VARIABLE_123/);
-    const badKind = cli(
+    const badKind = await cli(
       {},
       "deployment:create",
       "--team",
