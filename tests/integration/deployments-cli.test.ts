@@ -1,31 +1,15 @@
 // deployment:create / list / delete through the CLI, against the suite's database; the URL it
 // prints answers completions.
-import { spawnSync } from "node:child_process";
-import path from "node:path";
 import { describe, expect, inject, it } from "vitest";
+import { runCli } from "../helpers/cli";
 import { baseUrl, makeTeam } from "../helpers/context";
 
-const root = path.resolve(import.meta.dirname, "../..");
-
-function cli(...args: string[]) {
-  const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
-    cwd: root,
-    env: {
-      ...process.env,
-      DATABASE_URL: inject("databaseUrl"),
-      AUTH_SECRET: inject("authSecret"),
-      DATA_DIR: inject("dataDir"),
-      PUBLIC_URL: baseUrl,
-    },
-    encoding: "utf8",
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr, lastLine: r.stdout.trim().split("\n").at(-1) ?? "" };
-}
+const cli = (...args: string[]) => runCli({}, ...args);
 
 describe("deployment CLI", () => {
   it("creates a deployment and prints its URL, which answers with the team's model key", async () => {
     const team = await makeTeam();
-    const created = cli(
+    const created = await cli(
       "deployment:create",
       "--team",
       team.slug,
@@ -43,7 +27,7 @@ describe("deployment CLI", () => {
     });
     expect(res.status).toBe(200);
 
-    const list = cli("deployment:list", "--team", team.slug);
+    const list = await cli("deployment:list", "--team", team.slug);
     expect(list.code).toBe(0);
     const rows = list.stdout.trim().split("\n");
     expect(rows).toHaveLength(2);
@@ -51,9 +35,9 @@ describe("deployment CLI", () => {
     expect(rows[1]).toContain(inject("tinyModel"));
     expect(rows[1]).toContain(created.lastLine);
 
-    const deleted = cli("deployment:delete", "--team", team.slug, "--name", "cli.bot_1");
+    const deleted = await cli("deployment:delete", "--team", team.slug, "--name", "cli.bot_1");
     expect(deleted.code, deleted.stderr).toBe(0);
-    expect(cli("deployment:list", "--team", team.slug).stdout).toContain("has no deployments");
+    expect((await cli("deployment:list", "--team", team.slug)).stdout).toContain("has no deployments");
     const gone = await fetch(created.lastLine, {
       method: "POST",
       headers: { authorization: `Bearer ${team.modelKey}` },
@@ -65,7 +49,7 @@ describe("deployment CLI", () => {
   it("fails with a clear message on a duplicate, a bad name, an unknown team or deployment", async () => {
     const team = await makeTeam();
     const model = inject("tinyModel");
-    expect(cli("deployment:create", "--team", team.slug, "--name", "dup", "--model", model).code).toBe(0);
+    expect((await cli("deployment:create", "--team", team.slug, "--name", "dup", "--model", model)).code).toBe(0);
     const cases: [string[], RegExp, number][] = [
       [["deployment:create", "--team", team.slug, "--name", "dup", "--model", model], /already exists/, 1],
       [["deployment:create", "--team", team.slug, "--name", "Bad Name", "--model", model], /name/, 2],
@@ -88,7 +72,7 @@ describe("deployment CLI", () => {
       [["deployment:create", "--team", team.slug, "--name", "d", "--model", "/no/such/folder"], /not found/, 2],
     ];
     for (const [args, message, code] of cases) {
-      const r = cli(...args);
+      const r = await cli(...args);
       expect(r.code, args.join(" ")).toBe(code);
       expect(r.stderr, args.join(" ")).toMatch(message);
     }

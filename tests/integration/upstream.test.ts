@@ -2,12 +2,10 @@
 // serving the tiny model as the upstream of a second team's deployment, through every endpoint;
 // (2) a local server speaking each kind's dialect (tests/helpers/fake-upstream.ts) for the
 // parameter mapping, refusals, failover, relayed errors, timeouts and the stored key.
-import { spawn } from "node:child_process";
-import path from "node:path";
 import { EventSource } from "eventsource";
 import OpenAI from "openai";
 import { eq } from "drizzle-orm";
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { ChatCompletionResponse } from "@/lib/contracts/chat-completions";
 import {
   DeploymentCompletionResponse,
@@ -22,6 +20,7 @@ import { randomToken } from "@/lib/ids";
 import { createDeployment } from "@/lib/services/deployments";
 import { createApiKey } from "@/lib/services/api-keys";
 import { setTeamLimits } from "@/lib/services/teams";
+import { runCli } from "../helpers/cli";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { as, newUser } from "../helpers/session";
 import { complete, makeDeployment, parseSse, type TestDeployment } from "../helpers/deployments";
@@ -33,7 +32,6 @@ import {
   type FakeUpstream,
 } from "../helpers/fake-upstream";
 
-const root = path.resolve(import.meta.dirname, "../..");
 const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
 
 const fakes: FakeUpstream[] = [];
@@ -617,32 +615,10 @@ describe("a client that leaves while the upstream has not answered yet", () => {
 });
 
 describe("the upstream key", () => {
-  /**
-   * The CLI in a child process, awaited without blocking this one: a blocked event loop misses the
-   * app closing an idle kept-alive connection, and the next fetch then fails on it ("other side
-   * closed").
-   */
+  /** The CLI's run, with what it printed on both streams as `out`. */
   async function cli(env: Record<string, string>, ...args: string[]) {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
-      cwd: root,
-      env: {
-        ...process.env,
-        ...env,
-        DATABASE_URL: inject("databaseUrl"),
-        AUTH_SECRET: inject("authSecret"),
-        DATA_DIR: inject("dataDir"),
-        PUBLIC_URL: baseUrl,
-      },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-    child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    const code = await new Promise<number | null>((resolve, reject) => {
-      child.once("error", reject);
-      child.once("close", resolve);
-    });
-    return { code, out: stdout + stderr, lastLine: stdout.trim().split("\n").at(-1) ?? "" };
+    const r = await runCli(env, ...args);
+    return { ...r, out: r.stdout + r.stderr };
   }
 
   it("is read from the named variable, sent as Bearer, stored sealed, and never shown again", async () => {
