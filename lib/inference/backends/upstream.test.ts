@@ -293,4 +293,31 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     expect(heap() - before).toBeLessThan(4_000_000);
     expect(parsers).toHaveLength(200);
   });
+
+  it("a text read from a template's slot does not keep its network read alive either", () => {
+    const heap = () => {
+      collectGarbage();
+      return process.memoryUsage().heapUsed;
+    };
+    const texts: string[] = [];
+    const before = heap();
+    for (let i = 0; i < 200; i++) {
+      const parser = new UpstreamEventParser(request(), "vLLM");
+      parser.push(event("first"));
+      // A 100 kB read ending in an event whose text (a captured completion's) outlives it.
+      const got = parser.push(`: ${"x".repeat(100_000)}\n\n` + event(` a longer text of its own ${i}`));
+      expect(got).toEqual([{ type: "delta", index: 0, text: ` a longer text of its own ${i}` }]);
+      texts.push((got[0] as { text: string }).text);
+    }
+    expect(heap() - before).toBeLessThan(4_000_000);
+    expect(texts).toHaveLength(200);
+  });
+
+  it("a text with a raw control character fails as parsing the event whole does, template or not", () => {
+    const parser = new UpstreamEventParser(request(), "vLLM");
+    expect(parser.push(event("a") + event("b"))).toEqual([{ type: "delta", index: 0, text: "ab" }]);
+    const raw = event("c\t").replace("\\t", "\t");
+    expect(() => JSON.parse(raw.slice(6))).toThrow(SyntaxError);
+    expect(() => parser.push(raw)).toThrow(SyntaxError);
+  });
 });

@@ -361,9 +361,21 @@ function jsonOrUndefined(text: string): unknown {
   }
 }
 
-/** The string a JSON text holds, or undefined when it is not exactly one string literal. */
-function stringLiteral(text: string): string | undefined {
-  const v = jsonOrUndefined(text);
+/**
+ * The string that `s.slice(from, to)` holds as a JSON text, or undefined when it is not exactly one
+ * string literal. A short literal without escapes, quotes or control characters is its own
+ * content, and is sliced out as it is: a token's text usually is one, and `JSON.parse` would also
+ * look the result up in V8's string table (2% of the app's CPU in front of a fast upstream). Only
+ * short ones: V8 copies a slice under 13 characters, while a longer one would keep the whole read
+ * alive as long as the text (a captured completion holds its texts to the end).
+ */
+function stringLiteral(s: string, from: number, to: number): string | undefined {
+  if (to - from >= 2 && to - from <= 14 && s.charCodeAt(from) === 34 && s.charCodeAt(to - 1) === 34) {
+    let i = from + 1;
+    for (let c; i < to - 1 && (c = s.charCodeAt(i)) !== 92 && c !== 34 && c >= 32;) i++;
+    if (i === to - 1) return s.slice(from + 1, to - 1);
+  }
+  const v = jsonOrUndefined(s.slice(from, to));
   return typeof v === "string" ? v : undefined;
 }
 
@@ -422,7 +434,7 @@ export class UpstreamEventParser {
         buffer.slice(from, from + t.head.length) === t.head &&
         buffer.slice(to - t.tail.length, to) === t.tail
       ) {
-        const text = stringLiteral(buffer.slice(from + t.head.length, to - t.tail.length));
+        const text = stringLiteral(buffer, from + t.head.length, to - t.tail.length);
         if (text !== undefined) {
           t.hits++;
           if (text) this.delta(t.index, text, undefined, out);
