@@ -19,6 +19,10 @@ type AppMetrics = {
   captureStored: Counter;
   captureFailures: Counter<"reason">;
   datasetJobs: Gauge<"status">;
+  upstreamRequests: Counter<"upstream" | "outcome">;
+  upstreamBroken: Counter<"upstream">;
+  upstreamInFlight: Gauge<"upstream">;
+  upstreamAvoided: Gauge<"upstream">;
 };
 
 const holder = globalThis as unknown as { __lmpMetrics?: AppMetrics };
@@ -89,6 +93,30 @@ export function appMetrics(): AppMetrics {
       name: "lmp_dataset_jobs",
       help: "Datasets by status (read from the database at each scrape).",
       labelNames: ["status"],
+      registers: [registry],
+    }),
+    upstreamRequests: new Counter({
+      name: "lmp_upstream_requests_total",
+      help: "Requests sent to upstream servers, by URL and how the answer began (ok, client_error, server_error, timeout, unreachable).",
+      labelNames: ["upstream", "outcome"],
+      registers: [registry],
+    }),
+    upstreamBroken: new Counter({
+      name: "lmp_upstream_broken_streams_total",
+      help: "Upstream answers that broke off after they began (an error event, a cut connection, a silence past the idle timeout), by URL.",
+      labelNames: ["upstream"],
+      registers: [registry],
+    }),
+    upstreamInFlight: new Gauge({
+      name: "lmp_upstream_in_flight",
+      help: "Requests open on each upstream URL (this app process; read at each scrape).",
+      labelNames: ["upstream"],
+      registers: [registry],
+    }),
+    upstreamAvoided: new Gauge({
+      name: "lmp_upstream_avoided",
+      help: "1 while an upstream URL that failed is passed over (UPSTREAM_AVOID_MS), else 0 (read at each scrape).",
+      labelNames: ["upstream"],
       registers: [registry],
     }),
   };

@@ -4,6 +4,7 @@ import { sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
 import { env } from "../env";
 import { workerSecret } from "../internal-secret";
+import { upstreamHealth } from "../inference/backends/upstream";
 import { liveWorkers } from "../services/inference-routing";
 import { appMetrics } from "./metrics";
 
@@ -22,8 +23,8 @@ export function metricsAccess(authorization: string | undefined, remoteAddress: 
 
 /**
  * The whole service in one scrape, Prometheus text format: the app's metrics (this process), the
- * dataset jobs by status (read now), and every live worker's metrics, labelled `worker`. A
- * worker that does not answer within 2 s is left out of this scrape.
+ * dataset jobs by status and the upstream URLs' state (read now), and every live worker's
+ * metrics, labelled `worker`. A worker that does not answer within 2 s is left out of this scrape.
  */
 export async function scrapeAll(db: DbOrTx): Promise<{ text: string; contentType: string }> {
   const m = appMetrics();
@@ -33,6 +34,12 @@ export async function scrapeAll(db: DbOrTx): Promise<{ text: string; contentType
   m.datasetJobs.reset();
   for (const status of ["PROCESSING", "READY", "FAILED"]) {
     m.datasetJobs.set({ status }, jobs.find((j) => j.status === status)?.n ?? 0);
+  }
+  m.upstreamInFlight.reset();
+  m.upstreamAvoided.reset();
+  for (const h of upstreamHealth()) {
+    m.upstreamInFlight.set({ upstream: h.upstream }, h.inFlight);
+    m.upstreamAvoided.set({ upstream: h.upstream }, h.avoided ? 1 : 0);
   }
   const workers = await liveWorkers(db, { fresh: true });
   const fromWorkers = await Promise.all(

@@ -1,40 +1,12 @@
-import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { describe, expect, inject, it } from "vitest";
 import { UsageResponse } from "@/lib/contracts/usage";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
-import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { client, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias } from "../helpers/deployments";
+import { family, sample, scrape } from "../helpers/metrics";
 import { ownWorld } from "../helpers/own-world";
-
-type Family = {
-  name: string;
-  type: string;
-  metrics: { labels?: Record<string, string>; value?: string; count?: string }[];
-};
-/**
- * The exposition parsed by an independent parser. That parser drops the labels of histogram
- * samples, so histograms are also parsed as their plain series (`_bucket`, `_sum`, `_count`):
- * the same text without their `# TYPE … histogram` lines.
- */
-const scrape = async (url = baseUrl, headers: Record<string, string> = {}) => {
-  const res = await fetch(`${url}/metrics`, { headers });
-  if (res.status !== 200) return { status: res.status, families: [] as Family[] };
-  const text = await res.text();
-  const untyped = text.replace(/^# TYPE \S+ histogram$/gm, "");
-  const typed = parsePrometheusTextFormat(text) as Family[];
-  const names = new Set(typed.map((f) => f.name));
-  const plain = (parsePrometheusTextFormat(untyped) as Family[]).filter((f) => !names.has(f.name));
-  return { status: res.status, families: [...typed, ...plain] };
-};
-/** A family by name; one spread over several runs of lines (histograms' plain series) is merged. */
-const family = (families: Family[], name: string): Family | undefined => {
-  const found = families.filter((f) => f.name === name);
-  return found.length === 0 ? undefined : { ...found[0]!, metrics: found.flatMap((f) => f.metrics) };
-};
-const sample = (f: Family | undefined, labels: Record<string, string>) =>
-  f?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
 
 describe("metrics", () => {
   it("serves the app's and the workers' metrics in Prometheus format, moving with traffic, routes as patterns", async () => {

@@ -21,6 +21,7 @@ import { createDeployment } from "@/lib/services/deployments";
 import { createApiKey } from "@/lib/services/api-keys";
 import { setTeamLimits } from "@/lib/services/teams";
 import { runCli } from "../helpers/cli";
+import { family, sample, scrape } from "../helpers/metrics";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { as, newUser } from "../helpers/session";
 import { complete, makeDeployment, parseSse, type TestDeployment } from "../helpers/deployments";
@@ -567,6 +568,62 @@ describe("resilience", () => {
     const dep4 = await upstreamDeployment(team, { kind: "openai", urls: [cut.url], model: "m" });
     const res4 = await complete(dep4, team.modelKey, { prompt: "Hi" });
     expect(res4.status).toBe(502);
+  });
+});
+
+describe("upstream metrics", () => {
+  /** The value of `name` for `upstream` (and `labels`) on /metrics, 0 when it has none. */
+  const metric = async (name: string, upstream: string, labels: Record<string, string> = {}) =>
+    Number(sample(family((await scrape()).families, name), { upstream, ...labels })?.value ?? 0);
+
+  it("count each URL's requests by how they began and its answers that broke off; show what is in flight and avoided", async () => {
+    const team = await makeTeam();
+    const good = await fake("vllm");
+    const failing = await fake("vllm", { type: "status", status: 500, message: "CUDA out of memory" });
+    const invalid = await fake("vllm", { type: "status", status: 422, message: "prompt too long" });
+    const silent = await fake("vllm", { type: "silent" });
+    const cut = await fake("vllm", { type: "cut" });
+    const refused = await refusedUrl();
+    const alone = async (url: string) => upstreamDeployment(team, { kind: "vllm", urls: [url], model: "m" });
+    const requests = (url: string, outcome: string) => metric("lmp_upstream_requests_total", url, { outcome });
+
+    const onGood = await alone(good.url);
+    for (let i = 0; i < 2; i++) expect((await complete(onGood, team.modelKey, { prompt: "Hi" })).status).toBe(200);
+    expect((await complete(await alone(silent.url), team.modelKey, { prompt: "Hi" })).status).toBe(503);
+    expect((await complete(await alone(cut.url), team.modelKey, { prompt: "Hi" })).status).toBe(502);
+    // These last, so that they are still avoided when the avoided URLs are read below.
+    expect((await complete(await alone(failing.url), team.modelKey, { prompt: "Hi" })).status).toBe(502);
+    expect((await complete(await alone(invalid.url), team.modelKey, { prompt: "Hi" })).status).toBe(422);
+    expect((await complete(await alone(refused), team.modelKey, { prompt: "Hi" })).status).toBe(503);
+
+    // A URL that failed before answering is passed over for a while (1.5 s in the suite); a 4xx
+    // is the request's own, and a healthy URL is never avoided.
+    const avoided = Object.fromEntries(
+      await Promise.all(
+        [good.url, failing.url, invalid.url, refused].map(async (u) => [u, await metric("lmp_upstream_avoided", u)]),
+      ),
+    );
+    expect(avoided).toEqual({ [good.url]: 0, [failing.url]: 1, [invalid.url]: 0, [refused]: 1 });
+
+    expect(await requests(good.url, "ok")).toBe(2);
+    expect(await requests(failing.url, "server_error")).toBe(1);
+    expect(await requests(invalid.url, "client_error")).toBe(1);
+    expect(await requests(refused, "unreachable")).toBe(1);
+    expect(await requests(silent.url, "timeout")).toBe(1);
+    // The cut answer began well, then broke off.
+    expect(await requests(cut.url, "ok")).toBe(1);
+    expect(await metric("lmp_upstream_broken_streams_total", cut.url)).toBe(1);
+    expect(await metric("lmp_upstream_broken_streams_total", good.url)).toBe(0);
+    for (const url of [good.url, failing.url, invalid.url, refused, silent.url])
+      expect(await requests(url, "ok"), url).toBe(url === good.url ? 2 : 0);
+
+    // A request in flight (the fake answers "slow" one token every 150 ms), and none once it ended.
+    const long = postStream(onGood.url, team.modelKey, { prompt: "slow" });
+    while (good.received.length < 3) await new Promise((r) => setTimeout(r, 10));
+    expect(await metric("lmp_upstream_in_flight", good.url)).toBe(1);
+    expect((await long).res.status).toBe(200);
+    await expect.poll(() => metric("lmp_upstream_in_flight", good.url)).toBe(0);
+    expect(await requests(good.url, "ok")).toBe(3);
   });
 });
 

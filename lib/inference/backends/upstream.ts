@@ -20,6 +20,7 @@ import { env } from "../../env";
 import { boundedRequest } from "../../net/bounded-request";
 import { ApiError, type ErrorType } from "../../errors";
 import { logger } from "../../observe/log";
+import { appMetrics, metricsEnabled } from "../../observe/metrics";
 import { InferenceError, type CallOptions } from "../client";
 import { batchedEvents, type GenerationEvents } from "../batches";
 import { BACKEND_LABEL, upstreamBody } from "./capabilities";
@@ -31,15 +32,64 @@ export type UpstreamTimeouts = { connectMs: number; firstByteMs: number; idleMs:
 const httpAgent = new http.Agent({ keepAlive: true, scheduling: "lifo" });
 const httpsAgent = new https.Agent({ keepAlive: true, scheduling: "lifo" });
 
-/** Requests this process has open per URL: the balancing weight. */
-const inFlight = new Map<string, number>();
-/** URLs that failed before answering, and until when they are passed over. */
-const avoidUntil = new Map<string, number>();
-let turn = 0;
+type UpstreamHealth = {
+  /** Requests this process has open per URL: the balancing weight. */
+  inFlight: Map<string, number>;
+  /** URLs that failed before answering, and until when they are passed over. */
+  avoidUntil: Map<string, number>;
+  turn: number;
+};
+/**
+ * One per process, on globalThis: Next.js loads this module once in each router's bundle, and
+ * the balancing and the metrics must see every request of the process.
+ */
+const health: UpstreamHealth = ((globalThis as { __lmpUpstreamHealth?: UpstreamHealth }).__lmpUpstreamHealth ??= {
+  inFlight: new Map(),
+  avoidUntil: new Map(),
+  turn: 0,
+});
+const { inFlight, avoidUntil } = health;
 
 /** For tests: forget which URLs failed. */
 export function resetUpstreamHealth() {
   avoidUntil.clear();
+}
+
+/**
+ * Each upstream URL this process has sent a request to, as shown (user information hidden; URLs
+ * that differ only there are added up): its open requests, and whether it is being passed over.
+ */
+export function upstreamHealth(now = Date.now()): { upstream: string; inFlight: number; avoided: boolean }[] {
+  const shown = new Map<string, { upstream: string; inFlight: number; avoided: boolean }>();
+  for (const url of new Set([...inFlight.keys(), ...avoidUntil.keys()])) {
+    const upstream = shownUrl(url);
+    const h = shown.get(upstream) ?? { upstream, inFlight: 0, avoided: false };
+    h.inFlight += inFlight.get(url) ?? 0;
+    h.avoided ||= (avoidUntil.get(url) ?? 0) > now;
+    shown.set(upstream, h);
+  }
+  return [...shown.values()];
+}
+
+/** How a request to one upstream URL began (`lmp_upstream_requests_total`). */
+type UpstreamOutcome = "ok" | "client_error" | "server_error" | "timeout" | "unreachable";
+
+const counted = (url: string, outcome: UpstreamOutcome) => {
+  if (metricsEnabled()) appMetrics().upstreamRequests.inc({ upstream: shownUrl(url), outcome });
+};
+
+/** An answer from `url` that began and then broke off (`lmp_upstream_broken_streams_total`). */
+const brokeOff = (url: string) => {
+  if (metricsEnabled()) appMetrics().upstreamBroken.inc({ upstream: shownUrl(url) });
+};
+
+/** The connection or the answer's first byte took too long. */
+class UpstreamTimeoutError extends Error {}
+
+/** How a request that failed before its answer began failed. */
+function outcomeOf(e: unknown): UpstreamOutcome {
+  if (e instanceof UpstreamStatusError) return e.status < 500 ? "client_error" : "server_error";
+  return e instanceof UpstreamTimeoutError ? "timeout" : "unreachable";
 }
 
 /**
@@ -48,7 +98,7 @@ export function resetUpstreamHealth() {
  * answers in one connection attempt, and a URL that came back is found again.
  */
 export function tryOrder(urls: string[], now = Date.now()): string[] {
-  const start = turn++ % urls.length;
+  const start = health.turn++ % urls.length;
   const rotated = [...urls.slice(start), ...urls.slice(0, start)];
   const good = rotated.filter((u) => (avoidUntil.get(u) ?? 0) <= now);
   good.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
@@ -113,6 +163,7 @@ export async function openUpstream(
     } catch (e) {
       inFlight.set(url, (inFlight.get(url) ?? 1) - 1);
       if (call.signal?.aborted) throw new ApiError(499, "internal", "The client closed the request.");
+      counted(url, outcomeOf(e));
       if (e instanceof UpstreamStatusError && e.status < 500)
         throw new ApiError(
           e.status,
@@ -126,9 +177,10 @@ export async function openUpstream(
       continue;
     }
     avoidUntil.delete(url);
+    counted(url, "ok");
     // In flight until its connection's answer is over, however it ends (even if never read).
     res.once("close", () => inFlight.set(url, (inFlight.get(url) ?? 1) - 1));
-    return readUpstream(res, request, backend, call.signal);
+    return readUpstream(res, url, request, backend, call.signal);
   }
   if (answered5xx)
     throw new ApiError(
@@ -205,7 +257,7 @@ function post(
     signal: call.signal,
     bounds: { connectMs, firstByteMs, idleMs },
     peer: "the upstream",
-    timeoutError: (message) => new Error(message),
+    timeoutError: (message) => new UpstreamTimeoutError(message),
     idleError: (message) => new InferenceError(504, "internal", message),
     refused: async (res) => {
       const status = res.statusCode ?? 0;
@@ -534,15 +586,17 @@ export class UpstreamEventParser {
  */
 function readUpstream(
   res: IncomingMessage,
+  url: string,
   request: GenerationRequestInput,
   backend: string,
   signal: AbortSignal | undefined,
 ): GenerationEvents {
-  return batchedEvents(readGroups(res, new UpstreamEventParser(request, backend), backend, signal));
+  return batchedEvents(readGroups(res, url, new UpstreamEventParser(request, backend), backend, signal));
 }
 
 async function* readGroups(
   res: IncomingMessage,
+  url: string,
   parser: UpstreamEventParser,
   backend: string,
   signal: AbortSignal | undefined,
@@ -574,6 +628,7 @@ async function* readGroups(
   } catch (e) {
     if (signal?.aborted)
       throw signal.reason instanceof Error ? signal.reason : new DOMException("aborted", "AbortError");
+    brokeOff(url);
     if (e instanceof InferenceError) throw e;
     throw new InferenceError(502, "internal", `the ${backend} upstream broke off the stream: ${(e as Error).message}`);
   } finally {
@@ -585,5 +640,14 @@ async function* readGroups(
     } else res.destroy(); // abandoned or failed mid-answer
   }
   // A body that ended without [DONE]: complete if every choice finished (else end() throws).
-  if (!ended) yield parser.end();
+  if (!ended) {
+    let last: GenerationStreamEvent[];
+    try {
+      last = parser.end();
+    } catch (e) {
+      brokeOff(url);
+      throw e;
+    }
+    yield last;
+  }
 }
