@@ -617,12 +617,15 @@ describe("upstream metrics", () => {
     for (const url of [good.url, failing.url, invalid.url, refused, silent.url])
       expect(await requests(url, "ok"), url).toBe(url === good.url ? 2 : 0);
 
-    // A request in flight (the fake answers "slow" one token every 150 ms), and none once it ended.
+    // A request in flight (the fake answers "slow" one token every 150 ms).
     const long = postStream(onGood.url, team.modelKey, { prompt: "slow" });
     while (good.received.length < 3) await new Promise((r) => setTimeout(r, 10));
     expect(await metric("lmp_upstream_in_flight", good.url)).toBe(1);
     expect((await long).res.status).toBe(200);
-    await expect.poll(() => metric("lmp_upstream_in_flight", good.url)).toBe(0);
+    // Then the URL is forgotten: a deleted deployment's URLs do not pile up in the gauges.
+    const series = async (name: string, upstream: string) =>
+      sample(family((await scrape()).families, name), { upstream }) !== undefined;
+    await expect.poll(() => series("lmp_upstream_in_flight", good.url)).toBe(false);
     expect(await requests(good.url, "ok")).toBe(3);
   });
 });

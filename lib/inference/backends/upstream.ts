@@ -55,11 +55,20 @@ export function resetUpstreamHealth() {
   avoidUntil.clear();
 }
 
+/** A request to `url` is over. A URL with none open is forgotten (a deleted deployment's too). */
+function settled(url: string) {
+  const n = (inFlight.get(url) ?? 1) - 1;
+  if (n > 0) inFlight.set(url, n);
+  else inFlight.delete(url);
+}
+
 /**
- * Each upstream URL this process has sent a request to, as shown (user information hidden; URLs
- * that differ only there are added up): its open requests, and whether it is being passed over.
+ * The upstream URLs that have requests open or are being passed over, as shown (user information
+ * hidden; URLs that differ only there are added up). A URL whose time to be passed over is up is
+ * forgotten here: it no longer changes the order URLs are tried in.
  */
 export function upstreamHealth(now = Date.now()): { upstream: string; inFlight: number; avoided: boolean }[] {
+  for (const [url, until] of avoidUntil) if (until <= now) avoidUntil.delete(url);
   const shown = new Map<string, { upstream: string; inFlight: number; avoided: boolean }>();
   for (const url of new Set([...inFlight.keys(), ...avoidUntil.keys()])) {
     const upstream = shownUrl(url);
@@ -161,7 +170,7 @@ export async function openUpstream(
     try {
       res = await post(url + path, payload, target.key, call, timeouts);
     } catch (e) {
-      inFlight.set(url, (inFlight.get(url) ?? 1) - 1);
+      settled(url);
       if (call.signal?.aborted) throw new ApiError(499, "internal", "The client closed the request.");
       counted(url, outcomeOf(e));
       if (e instanceof UpstreamStatusError && e.status < 500)
@@ -179,7 +188,7 @@ export async function openUpstream(
     avoidUntil.delete(url);
     counted(url, "ok");
     // In flight until its connection's answer is over, however it ends (even if never read).
-    res.once("close", () => inFlight.set(url, (inFlight.get(url) ?? 1) - 1));
+    res.once("close", () => settled(url));
     return readUpstream(res, url, request, backend, call.signal);
   }
   if (answered5xx)
