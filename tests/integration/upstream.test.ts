@@ -583,6 +583,8 @@ describe("upstream metrics", () => {
     const invalid = await fake("vllm", { type: "status", status: 422, message: "prompt too long" });
     const silent = await fake("vllm", { type: "silent" });
     const cut = await fake("vllm", { type: "cut" });
+    // A body that ends without a finish or [DONE].
+    const unfinished = await fake("vllm", { type: "raw", writes: ['data: {"choices":[{"index":0,"text":"Hi"}]}\n\n'] });
     const refused = await refusedUrl();
     const alone = async (url: string) => upstreamDeployment(team, { kind: "vllm", urls: [url], model: "m" });
     const requests = (url: string, outcome: string) => metric("lmp_upstream_requests_total", url, { outcome });
@@ -591,6 +593,7 @@ describe("upstream metrics", () => {
     for (let i = 0; i < 2; i++) expect((await complete(onGood, team.modelKey, { prompt: "Hi" })).status).toBe(200);
     expect((await complete(await alone(silent.url), team.modelKey, { prompt: "Hi" })).status).toBe(503);
     expect((await complete(await alone(cut.url), team.modelKey, { prompt: "Hi" })).status).toBe(502);
+    expect((await complete(await alone(unfinished.url), team.modelKey, { prompt: "Hi" })).status).toBe(502);
     // These last, so that they are still avoided when the avoided URLs are read below.
     expect((await complete(await alone(failing.url), team.modelKey, { prompt: "Hi" })).status).toBe(502);
     expect((await complete(await alone(invalid.url), team.modelKey, { prompt: "Hi" })).status).toBe(422);
@@ -610,9 +613,11 @@ describe("upstream metrics", () => {
     expect(await requests(invalid.url, "client_error")).toBe(1);
     expect(await requests(refused, "unreachable")).toBe(1);
     expect(await requests(silent.url, "timeout")).toBe(1);
-    // The cut answer began well, then broke off.
-    expect(await requests(cut.url, "ok")).toBe(1);
-    expect(await metric("lmp_upstream_broken_streams_total", cut.url)).toBe(1);
+    // The cut and the unfinished answers began well, then broke off.
+    for (const url of [cut.url, unfinished.url]) {
+      expect(await requests(url, "ok"), url).toBe(1);
+      expect(await metric("lmp_upstream_broken_streams_total", url), url).toBe(1);
+    }
     expect(await metric("lmp_upstream_broken_streams_total", good.url)).toBe(0);
     for (const url of [good.url, failing.url, invalid.url, refused, silent.url])
       expect(await requests(url, "ok"), url).toBe(url === good.url ? 2 : 0);

@@ -633,6 +633,8 @@ async function* readGroups(
         if (events.length > 0) yield events;
         if (ended) return;
       }
+      // A body that ended without [DONE]: complete if every choice finished (else end() throws).
+      yield parser.end();
     }
   } catch (e) {
     if (signal?.aborted)
@@ -647,16 +649,5 @@ async function* readGroups(
       res.on("error", () => {});
       res.resume();
     } else res.destroy(); // abandoned or failed mid-answer
-  }
-  // A body that ended without [DONE]: complete if every choice finished (else end() throws).
-  if (!ended) {
-    let last: GenerationStreamEvent[];
-    try {
-      last = parser.end();
-    } catch (e) {
-      brokeOff(url);
-      throw e;
-    }
-    yield last;
   }
 }
