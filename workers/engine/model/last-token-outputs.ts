@@ -8,12 +8,14 @@
 // the 134M bench model in fp32 with 8 rows of 150 tokens that is 89 MB allocated and copied per
 // step, and the garbage collector runs a mark-compact every few steps to release it.
 //
-// The padded layout needs only the fed token's column of each present. So the graph gets one
-// Slice per present (the last position along the sequence axis) as an extra output, and the
-// padded layout fetches those, [rows, heads, 1, head_dim]: the full presents stay inside
+// The padded and exact-length layouts need only the fed token's column of each present. So the
+// graph gets one Slice per present (the last position along the sequence axis) as an extra
+// output, and the layouts fetch those, [rows, heads, 1, head_dim]: the full presents stay inside
 // onnxruntime's arena. The slices are appended to the model bytes as a second `graph` field of
 // the ModelProto: protobuf merges repeated occurrences of a message field, so the original
 // nodes and outputs are untouched and nothing but the small appended message is encoded here.
+// The Slices only read the presents, so the graph's own numbers do not change (per-tensor
+// quantized graphs included).
 //
 // The same goes for the logits of a prompt: a standard export computes them for every position
 // ([1, S, vocab]), where only the last one is ever used (the engine has no prompt logprobs). The
@@ -47,14 +49,11 @@ const { onnx } = onnxProto;
 const MIN_OPSET = 10;
 
 /**
- * The present outputs worth slicing: those of a graph the padded layout would serve (it takes
- * position_ids; not GroupQueryAttention, whose cache is shared in place; not per-tensor
- * activation quantization, which runs one row per pass with presents as the next past).
- * Empty when the graph does not qualify.
+ * The present outputs worth slicing: every layout but gqa-shared takes its new column from them
+ * (GroupQueryAttention writes its cache in place). Empty when the graph does not qualify.
  */
 export function presentsToSlice(graph: GraphOps): string[] {
-  if (graph.opset < MIN_OPSET || !graph.inputs.includes("position_ids")) return [];
-  if (usesGroupQueryAttention(graph) || quantizesPerTensor(graph)) return [];
+  if (graph.opset < MIN_OPSET || usesGroupQueryAttention(graph)) return [];
   const outputs = new Set(graph.outputs);
   return graph.inputs
     .filter(isPastInput)

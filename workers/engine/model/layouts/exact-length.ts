@@ -1,104 +1,164 @@
 // Layout "exact-length": graphs without position_ids, which derive positions from the past
-// length (or the mask). Padding would shift those positions, so rows only share a pass with
-// rows of the same length, and then without any padding: each group's past is exactly the
-// `present` its previous pass returned (no copy). Rows of different lengths run in separate
-// passes; a joiner whose prompt length matches a group joins it.
+// length (or the mask), and graphs whose rows must not share a padded pass (see pickLayout).
+// Padding would shift those positions or change those numbers, so rows only share a pass with
+// rows of the same length, and then without any padding: each group's past is exactly
+// [rows, heads, length, head_dim], the shapes transformers.js' generate() feeds. Rows of
+// different lengths run in separate passes; a joiner whose prompt length matches a group joins it.
+//
+// Each group keeps its cache in buffers of its own with room to grow (./kv-rows.ts, the stride
+// being the group's length). A pass fetches only the fed token's column of each present (the
+// graph's last-token outputs, ../last-token-outputs.ts); the cache is then re-strided in place to
+// length + 1 (each row and head's block moves up by the columns before it) and the column written
+// at the end. Taking the whole present as the next past instead cost a new buffer per entry per
+// step: onnxruntime-node copies every fetched output into a fresh ArrayBuffer, and the garbage
+// collector then had the whole cache to release each step. On the 134M bench model's q8 file,
+// one row, a bare pass over 200 columns of past took 10.8–11.0 ms fetching its presents against
+// 9.6–9.7 ms fetching the columns and moving the cache in place (docs/api.md, "Graph layouts").
+//
+// A group that leaves gives its buffers to the next group to form (the room it grew is reused
+// rather than faulted in again: requests one after another keep one set of buffers). Spare sets
+// unused for KV_SHRINK_AFTER_MS are dropped, and there are never more of them than groups the
+// batch once held at the same time.
 import type { DecodeBatch, PrefillState } from "./layout";
-import { kvData, type GraphIo } from "./feeds";
-import { kvTensor, newKvArray, onesMask, type OrtTensor } from "../session";
+import type { GraphIo } from "./feeds";
+import { KV_SHRINK_AFTER_MS, KvRows } from "./kv-rows";
+import { onesMask, type KvArray, type OrtTensor } from "../session";
 
 interface Group {
   /** Batch rows in this group, in the group's row order. */
   rows: number[];
-  length: number;
-  /** Per cache entry, [rows.length, heads, length, head_dim]. */
-  past: OrtTensor[];
+  /** [rows.length, heads, length, head_dim] per cache entry: its stride is the group's length. */
+  cache: KvRows;
 }
 
 export class ExactLengthBatch implements DecodeBatch {
   private groups: Group[] = [];
+  private spare: { cache: KvRows; since: number }[] = [];
   private count = 0;
+  /** Whether the graph has its last-token outputs: then only those are fetched. */
+  private readonly sliced: boolean;
+  /** Moved and allocated by the groups that have left (for the totals below). */
+  private gone = { moved: 0, allocations: 0 };
 
-  constructor(private readonly io: GraphIo) {}
+  constructor(
+    private readonly io: GraphIo,
+    private readonly spareForMs = KV_SHRINK_AFTER_MS,
+  ) {
+    this.sliced = io.sig.kv.entries.every((e) => e.lastToken);
+  }
 
   get size() {
     return this.count;
   }
   get bytes() {
-    return this.groups.reduce((a, g) => a + g.past.reduce((s, t) => s + kvData(t).byteLength, 0), 0);
+    return this.caches().reduce((a, c) => a + c.bytes, 0);
   }
   get columns() {
-    return Math.max(0, ...this.groups.map((g) => g.length));
+    return Math.max(0, ...this.groups.map((g) => g.cache.stride));
+  }
+  get moved() {
+    return this.caches().reduce((a, c) => a + c.moved, this.gone.moved);
+  }
+  get allocations() {
+    return this.caches().reduce((a, c) => a + c.allocations, this.gone.allocations);
+  }
+
+  private caches() {
+    return [...this.groups.map((g) => g.cache), ...this.spare.map((s) => s.cache)];
   }
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
+    const now = performance.now();
     const newIndex = new Map(keep.map((old, i) => [old, i]));
     const groups: Group[] = [];
     for (const g of this.groups) {
-      const kept = g.rows.map((r, i) => ({ to: newIndex.get(r), i })).filter((k) => k.to !== undefined);
-      if (kept.length === 0) continue;
-      const past =
-        kept.length === g.rows.length
-          ? g.past
-          : g.past.map((t) =>
-              this.rows(
-                kept.map((k) => ({ t, row: k.i })),
-                g.length,
-              ),
-            );
-      groups.push({ rows: kept.map((k) => k.to!), length: g.length, past });
+      const kept = g.rows.flatMap((r, i) => (newIndex.has(r) ? [{ to: newIndex.get(r)!, i }] : []));
+      if (kept.length === 0) {
+        this.spare.push({ cache: g.cache, since: now });
+        continue;
+      }
+      if (kept.length < g.rows.length)
+        g.cache.reshape(
+          kept.map((k) => k.i),
+          [],
+          g.cache.stride,
+        );
+      groups.push({ rows: kept.map((k) => k.to), cache: g.cache });
     }
+    for (const s of this.spare.filter((s) => now - s.since >= this.spareForMs)) this.retire(s.cache);
+    this.spare = this.spare.filter((s) => now - s.since < this.spareForMs);
     joiners.forEach((j, i) => {
       const row = keep.length + i;
       const alone = this.io.sig.rowsInteract || this.io.sig.batchOfOne;
-      const same = alone ? undefined : groups.find((g) => g.length === j.length);
-      if (!same) {
-        groups.push({ rows: [row], length: j.length, past: j.presents });
+      const same = alone ? undefined : groups.find((g) => g.cache.stride === j.length);
+      if (same) {
+        same.cache.reshape([...same.rows.keys()], [j], j.length);
+        same.rows.push(row);
         return;
       }
-      same.past = same.past.map((t, e) =>
-        this.rows([...same.rows.map((_, r) => ({ t, row: r })), { t: j.presents[e], row: 0 }], same.length),
-      );
-      same.rows.push(row);
+      const cache = this.takeSpare();
+      cache.reshape([], [j], j.length);
+      groups.push({ rows: [row], cache });
     });
     this.groups = groups;
     this.count = keep.length + joiners.length;
   }
 
-  /** A new [n, heads, length, head_dim] cache entry made of rows of other ones. */
-  private rows(sources: { t: OrtTensor; row: number }[], length: number): OrtTensor {
+  /** The most recently freed spare set (the likeliest to be in memory still), or a new one. */
+  private takeSpare(): KvRows {
     const { kv } = this.io.sig;
-    const per = this.io.rowSize * length;
-    const out = newKvArray(kv.type, sources.length * per);
-    sources.forEach((s, i) => out.set(kvData(s.t).subarray(s.row * per, (s.row + 1) * per), i * per));
-    return kvTensor(kv.type, out, [sources.length, kv.heads, length, kv.headDim]);
+    return (
+      this.spare.pop()?.cache ??
+      new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim }, this.spareForMs)
+    );
+  }
+
+  private retire(cache: KvRows) {
+    this.gone.moved += cache.moved;
+    this.gone.allocations += cache.allocations;
   }
 
   async step(tokens: readonly number[], between?: () => Promise<void>): Promise<Float32Array[]> {
     const { kv } = this.io.sig;
+    const D = kv.headDim;
     const out: Float32Array[] = new Array(this.count);
     for (const [i, g] of this.groups.entries()) {
       if (i > 0 && between) await between();
       const n = g.rows.length;
+      const length = g.cache.stride;
       const fetches: Record<string, OrtTensor | null> = { logits: null };
-      for (const e of kv.entries) fetches[e.present] = null;
+      for (const e of kv.entries) fetches[this.sliced ? e.lastToken! : e.present] = null;
       const result = await this.io.session.run(
         {
           ...this.io.inputs(
             g.rows.map((r) => tokens[r]),
             n,
             1,
-            () => new Array<number>(n).fill(g.length),
+            () => new Array<number>(n).fill(length),
             true,
           ),
-          attention_mask: onesMask(n, g.length + 1),
-          ...this.io.past(g.past, [n, kv.heads, g.length, kv.headDim]),
+          attention_mask: onesMask(n, length + 1),
+          ...this.io.past(
+            kv.entries.map((_, e) => g.cache.view(e)),
+            [n, kv.heads, length, D],
+          ),
         },
         fetches,
       );
-      g.past = kv.entries.map((e) => result[e.present]);
-      g.length++;
-      this.io.lastLogits(result.logits, n).forEach((row, i) => (out[g.rows[i]] = row));
+      // [n, heads, 1, D] (or the whole present, [n, heads, length + 1, D]): its last column goes
+      // to column `length` of the cache, re-strided in place to length + 1.
+      const columns = this.sliced ? 1 : length + 1;
+      g.cache.resize(length + 1);
+      kv.entries.forEach((e, k) => {
+        const src = result[this.sliced ? e.lastToken! : e.present].data as KvArray;
+        const dst = g.cache.buffers[k];
+        for (let b = 0; b < n * kv.heads; b++) {
+          const from = (b * columns + columns - 1) * D;
+          dst.set(src.subarray(from, from + D), (b * (length + 1) + length) * D);
+        }
+      });
+      g.cache.lengths.fill(length + 1);
+      this.io.lastLogits(result.logits, n).forEach((row, r) => (out[g.rows[r]] = row));
     }
     return out;
   }

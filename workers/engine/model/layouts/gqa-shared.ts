@@ -4,8 +4,8 @@
 // keys/values at column length_r itself. Rows are left-aligned in one [rows, kv_heads,
 // capacity, head_dim] buffer per entry that is both the past input and the present output
 // (the same memory: the op then works in place). onnxruntime-node (1.30) still hands back every
-// fetched output as a new JavaScript buffer, a copy of the whole present: unlike the padded
-// layout's (../last-token-outputs.ts), these outputs cannot be narrowed to the new token, whose
+// fetched output as a new JavaScript buffer, a copy of the whole present: unlike the other
+// layouts' (../last-token-outputs.ts), these outputs cannot be narrowed to the new token, whose
 // column differs per row and must land in the shared buffer. The buffers keep spare room (./kv-rows.ts): a membership change copies in the joiners' prompts and
 // moves only rows whose slot changes; a capacity change re-strides in place.
 import type { DecodeBatch, PrefillState } from "./layout";

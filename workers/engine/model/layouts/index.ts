@@ -46,7 +46,8 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
       "one row per pass",
     positions: "the graph's own, from the past length",
     batching: "rows of equal length share a pass; no padding ever",
-    cacheUpdate: "present becomes the next past (no copy)",
+    cacheUpdate:
+      "the fed token's column, fetched alone (model/last-token-outputs.ts), appended in place (the cache re-strided to the new length)",
     create: (io) => new ExactLengthBatch(io),
   },
 ];
