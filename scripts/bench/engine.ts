@@ -1,6 +1,7 @@
-// `npm run bench -- engine [--quick] [--dtypes fp32,q4]`: the inference engine on a generated
-// llama-shaped model of 134M parameters (the llama.cpp anchor's shape: hidden 768, 12 layers,
-// vocabulary 32,000) in the standard export layout, one graph file per dtype (fp32, fp16, q8, q4).
+// `npm run bench -- engine [--quick] [--dtypes=fp32,q4] [--attention=gqa]`: the inference engine on
+// a generated llama-shaped model of 134M parameters (the llama.cpp anchor's shape: hidden 768, 12
+// layers, vocabulary 32,000) in the standard export layout (or with --attention=gqa, the
+// onnxruntime-genai builder's GroupQueryAttention one), one graph file per dtype (fp32, fp16, q8, q4).
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -47,12 +48,17 @@ export default async function bench(args: string[]) {
     ?.slice("--dtypes=".length)
     .split(",");
   const dtypes = DTYPES.filter((d) => !only || only.includes(d));
+  // --attention=gqa: the same weights exported with com.microsoft GroupQueryAttention (the
+  // onnxruntime-genai model builder's layout, served by the engine's gqa layout).
+  const attention = args.find((a) => a.startsWith("--attention="))?.slice("--attention=".length) ?? "standard";
+  if (attention !== "standard" && attention !== "gqa")
+    throw new Error(`--attention takes standard or gqa, not ${attention}`);
   let t = now();
   // All four files are generated once (cached under the OS temp folder): ~1.1 GB. The q4 file
   // declares MatMulNBits accuracy_level 4 (int8 compute), as onnxruntime-genai's CPU int4
   // exports do: with it unset (transformers.js' q4 files) onnxruntime dequantizes every weight
   // matrix on each batched pass (see docs/api.md, "dtype").
-  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: DTYPES, q4Accuracy: 4 });
+  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: DTYPES, q4Accuracy: 4, attention });
   console.log(`model ${dir} ready in ${((now() - t) / 1000).toFixed(1)}s`);
   const results: Record<string, number> = {};
   for (const dtype of dtypes) {
@@ -63,7 +69,11 @@ export default async function bench(args: string[]) {
   }
   const round = (x: number) => Math.round(x * 1000) / 1000;
   console.log(
-    JSON.stringify({ bench: "engine", ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])) }),
+    JSON.stringify({
+      bench: "engine",
+      ...(attention === "gqa" ? { attention } : {}),
+      ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])),
+    }),
   );
 }
 

@@ -53,7 +53,7 @@ const CASES: Case[] = [
     name: "llama, GroupQueryAttention",
     dir: () => llamaLayoutDir("gqa"),
     dtype: "fp32",
-    layout: "gqa-shared",
+    layout: "gqa",
     shares: "all",
   },
   {
@@ -117,11 +117,10 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
 
   it(`loads the ${dtype} graph with the ${layout} layout`, () => {
     expect(m.info).toMatchObject({ dtype, layout });
-    // Graphs gain one last-token output per present (model/last-token-outputs.ts), so a decoding
-    // step fetches the new token's keys and values, not the whole cache; GroupQueryAttention
-    // graphs write their cache in place and gain none.
+    // Graphs gain one new-column output per present (model/last-token-outputs.ts), so a decoding
+    // step fetches the new token's keys and values, not the whole cache.
     const entries = m.info.graph.kv.entries;
-    expect(entries.filter((e) => e.lastToken).length).toBe(layout === "gqa-shared" ? 0 : entries.length);
+    expect(entries.filter((e) => e.lastToken).length).toBe(entries.length);
   });
 
   it("computes a prompt's logits for its last position only (per-tensor quantized graphs: all)", async () => {

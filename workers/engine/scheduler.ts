@@ -4,7 +4,7 @@
 // chunk per token. A request's sequences join the running batch after its prompt pass and
 // leave as soon as they finish or are cancelled (their KV rows are dropped at that point).
 // Rows keep their slots in the batch: a joiner goes last, and a leaving row's slot is taken by
-// the last row (keptSlots), so the layouts that store rows in place (padded, gqa-shared) copy
+// the last row (keptSlots), so the layouts that store rows in place (padded, gqa) copy
 // only the joiner's prompt cache and at most one row per leaver, never the whole cache.
 //
 // Fair sharing between tenants (teams): each has its own queue, and the next request admitted is

@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
 import { lastTokenOutput } from "./graph-signature";
-import { lastPositionHead, modelWithWeightsByReference, presentsToSlice } from "./last-token-outputs";
+import { lastPositionHead, modelWithWeightsByReference, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type OrtTensor } from "./session";
 
@@ -61,6 +61,60 @@ describe("last-token outputs", () => {
     );
   });
 
+  it("of a GroupQueryAttention graph are each row's column at its own length", async () => {
+    // Rows of lengths 2, 5 and 3 in one pass over a capacity of 8 columns, right-padded as the
+    // layout feeds them: the op writes row r's new column at length_r.
+    const file = path.join(await llamaLayoutDir("gqa"), "onnx/model.onnx");
+    const graph = scanOnnxOps(file);
+    const presents = presentsToSlice(graph);
+    expect(presents.length).toBeGreaterThan(1);
+    expect(newColumnAt(graph)).toBeTruthy();
+    const lengths = [2, 5, 3];
+    const [B, cap, width] = [3, 8, 6];
+    const run = async (slice: boolean) => {
+      const s = await createGraphSession(file, {}, slice ? presents : [], null, slice ? newColumnAt(graph) : null);
+      const kvMeta = s.inputs.find((i) => i.name === "past_key_values.0.key")!;
+      const [, heads, , D] = kvMeta.shape as number[];
+      const mask = new Array(B * width).fill(0);
+      lengths.forEach((len, r) => mask.fill(1, r * width, r * width + len + 1));
+      const feeds: Record<string, OrtTensor> = {
+        input_ids: int64Tensor([5, 9, 11], [B, 1]),
+        attention_mask: int64Tensor(mask, [B, width]),
+      };
+      const fetches: Record<string, OrtTensor | null> = { logits: null };
+      const buffers: Record<string, Float32Array> = {};
+      for (const i of s.inputs.filter((i) => i.name.startsWith("past_key_values."))) {
+        const data = new Float32Array(B * heads * cap * D).map((_, k) => Math.sin(k + i.name.length));
+        feeds[i.name] = kvTensor("float32", data, [B, heads, cap, D]);
+        const present = i.name.replace("past_key_values", "present");
+        buffers[present] = data;
+        // Without the outputs, the present is the past's own buffer (the op works in place).
+        fetches[slice ? lastTokenOutput(present) : present] = slice ? null : feeds[i.name];
+      }
+      const result = await s.run(feeds, fetches);
+      await s.dispose();
+      return { result, buffers, heads, D };
+    };
+    const shared = await run(false);
+    const sliced = await run(true);
+    const { heads, D } = shared;
+    for (const p of presents) {
+      const whole = shared.buffers[p];
+      const column = sliced.result[lastTokenOutput(p)];
+      expect(column.dims).toEqual([B, heads, 1, D]);
+      const expected: number[] = [];
+      for (let r = 0; r < B; r++)
+        for (let h = 0; h < heads; h++) {
+          const at = ((r * heads + h) * cap + lengths[r]) * D;
+          expected.push(...whole.subarray(at, at + D));
+        }
+      expect(Array.from(column.data as Float32Array)).toEqual(expected);
+    }
+    expect(Array.from(sliced.result.logits.data as Float32Array)).toEqual(
+      Array.from(shared.result.logits.data as Float32Array),
+    );
+  });
+
   it("hand onnxruntime the graph with its weights referenced into the file, not copied", async () => {
     const file = path.join(await llamaDtypesDir(), "onnx/model.onnx");
     const bytes = modelWithWeightsByReference(file);
@@ -70,15 +124,27 @@ describe("last-token outputs", () => {
     expect(modelWithWeightsByReference(external).toString("latin1")).toContain("model.onnx_data");
   });
 
-  it("are added to every graph but GroupQueryAttention ones", async () => {
+  it("are added to every graph whose new column can be found", async () => {
     const dtypes = await llamaDtypesDir();
     const count = (file: string) => presentsToSlice(scanOnnxOps(file)).length;
-    // Padded (q4), exact-length (per-tensor activation quantization; positions from the past length).
+    // Padded (q4), exact-length (per-tensor activation quantization; positions from the past
+    // length), GroupQueryAttention (each row's column at its seqlens_k).
     expect(count(path.join(dtypes, "onnx/model_q4.onnx"))).toBeGreaterThan(0);
     expect(count(path.join(dtypes, "onnx/model_quantized.onnx"))).toBeGreaterThan(0);
     expect(count(path.join(await llamaLayoutDir("no-position-ids"), "onnx/model.onnx"))).toBeGreaterThan(0);
-    // GroupQueryAttention writes its cache in place: none.
-    expect(presentsToSlice(scanOnnxOps(path.join(await llamaLayoutDir("gqa"), "onnx/model.onnx")))).toEqual([]);
+    const gqa = scanOnnxOps(path.join(await llamaLayoutDir("gqa"), "onnx/model.onnx"));
+    expect(presentsToSlice(gqa).length).toBeGreaterThan(0);
+    // GroupQueryAttention nodes that disagree on seqlens_k: no column to take, none added.
+    const disagreeing = {
+      ...gqa,
+      nodes: gqa.nodes.map((n, i) =>
+        n.op === "com.microsoft:GroupQueryAttention" && i % 2
+          ? { ...n, inputs: n.inputs.map((x, k) => (k === 5 ? "other" : x)) }
+          : n,
+      ),
+    };
+    expect(newColumnAt(disagreeing)).toBeNull();
+    expect(presentsToSlice(disagreeing)).toEqual([]);
   });
 
   it("a graph that cannot take them is loaded unchanged", async () => {

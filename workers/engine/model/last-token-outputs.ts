@@ -8,14 +8,15 @@
 // the 134M bench model in fp32 with 8 rows of 150 tokens that is 89 MB allocated and copied per
 // step, and the garbage collector runs a mark-compact every few steps to release it.
 //
-// The padded and exact-length layouts need only the fed token's column of each present. So the
-// graph gets one Slice per present (the last position along the sequence axis) as an extra
-// output, and the layouts fetch those, [rows, heads, 1, head_dim]: the full presents stay inside
-// onnxruntime's arena. The slices are appended to the model bytes as a second `graph` field of
-// the ModelProto: protobuf merges repeated occurrences of a message field, so the original
-// nodes and outputs are untouched and nothing but the small appended message is encoded here.
-// The Slices only read the presents, so the graph's own numbers do not change (per-tensor
-// quantized graphs included).
+// The layouts need only the fed token's column of each present. So the graph gets one Slice per
+// present (the last position along the sequence axis) as an extra output, and the layouts fetch
+// those, [rows, heads, 1, head_dim]: the full presents stay inside onnxruntime's arena. In a
+// GroupQueryAttention graph each row's new column is at its own length (seqlens_k), so there a
+// GatherElements at seqlens_k takes the Slice's place. The new nodes are appended to the model
+// bytes as a second `graph` field of the ModelProto: protobuf merges repeated occurrences of a
+// message field, so the original nodes and outputs are untouched and nothing but the small
+// appended message is encoded here. They only read the presents, so the graph's own numbers do
+// not change (per-tensor quantized graphs included).
 //
 // The same goes for the logits of a prompt: a standard export computes them for every position
 // ([1, S, vocab]), where only the last one is ever used (the engine has no prompt logprobs). The
@@ -47,18 +48,36 @@ const { onnx } = onnxProto;
 
 /** Slice takes starts/ends/axes as inputs from opset 10 on. */
 const MIN_OPSET = 10;
+/** GatherElements (GroupQueryAttention graphs' per-row column) exists from opset 11 on. */
+const MIN_GATHER_OPSET = 11;
+const GQA_OP = "com.microsoft:GroupQueryAttention";
+/** GroupQueryAttention's inputs: query, key, value, past_key, past_value, seqlens_k, … */
+const GQA_SEQLENS_K = 5;
 
 /**
- * The present outputs worth slicing: every layout but gqa-shared takes its new column from them
- * (GroupQueryAttention writes its cache in place). Empty when the graph does not qualify.
+ * The present outputs to take the new column of: every graph's, where the column can be found
+ * (a GroupQueryAttention graph's needs its seqlens_k, see newColumnAt). Empty when the graph does
+ * not qualify.
  */
 export function presentsToSlice(graph: GraphOps): string[] {
-  if (graph.opset < MIN_OPSET || usesGroupQueryAttention(graph)) return [];
+  if (graph.opset < MIN_OPSET) return [];
+  if (usesGroupQueryAttention(graph) && (graph.opset < MIN_GATHER_OPSET || !newColumnAt(graph))) return [];
   const outputs = new Set(graph.outputs);
   return graph.inputs
     .filter(isPastInput)
     .map(presentOf)
     .filter((p) => outputs.has(p) && !outputs.has(lastTokenOutput(p)));
+}
+
+/**
+ * Where a GroupQueryAttention graph writes each row's new column: its seqlens_k tensor (int32
+ * [rows], the row's past length), shared by every GroupQueryAttention node. Null for other
+ * graphs (their new column is the last one) and for graphs whose nodes take different ones.
+ */
+export function newColumnAt(graph: GraphOps): string | null {
+  const sources = new Set(graph.nodes.filter((n) => n.op === GQA_OP).map((n) => n.inputs[GQA_SEQLENS_K]));
+  const [only] = sources;
+  return sources.size === 1 && only ? only : null;
 }
 
 /** The language-model head's node (by its first output), and the tensor it reads at input 0. */
@@ -109,43 +128,76 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
 
 /**
  * The model bytes onnxruntime loads for `file`: its weights referenced into the file, a
- * `lastTokenOutput(p)` output for each present `p`, and `head`'s input sliced to the last
- * position (the node rewritten here, the Slice appended by withLastTokenOutputs).
+ * `lastTokenOutput(p)` output for each present `p` (the last position, or with `columnAt` each
+ * row's column at that tensor's index), and `head`'s input sliced to the last position (the
+ * node rewritten here, the Slice appended by withLastTokenOutputs).
  */
-export function servedModel(file: string, presents: readonly string[], head: HeadInput | null): Buffer {
-  return withLastTokenOutputs(modelWithWeightsByReference(file, head), presents, head);
+export function servedModel(
+  file: string,
+  presents: readonly string[],
+  head: HeadInput | null,
+  columnAt: string | null = null,
+): Buffer {
+  return withLastTokenOutputs(modelWithWeightsByReference(file, head), presents, head, columnAt);
 }
 
-/** `model` (a serialized ModelProto) with the outputs and the Slice that servedModel describes. */
-function withLastTokenOutputs(model: Buffer, presents: readonly string[], head: HeadInput | null): Buffer {
-  const int64 = (name: string, value: number) =>
-    onnx.TensorProto.create({ name, dims: [1], dataType: onnx.TensorProto.DataType.INT64, int64Data: [value] });
+/** `model` (a serialized ModelProto) with the outputs and the nodes that servedModel describes. */
+function withLastTokenOutputs(
+  model: Buffer,
+  presents: readonly string[],
+  head: HeadInput | null,
+  columnAt: string | null,
+): Buffer {
+  const int64 = (name: string, values: number[]) =>
+    onnx.TensorProto.create({
+      name,
+      dims: [values.length],
+      dataType: onnx.TensorProto.DataType.INT64,
+      int64Data: values,
+    });
+  const node = (
+    name: string,
+    opType: string,
+    input: string[],
+    output: string[],
+    attribute: ReturnType<typeof onnx.AttributeProto.create>[] = [],
+  ) => onnx.NodeProto.create({ name, opType, input, output, attribute });
+  const int = (name: string, i: number) =>
+    onnx.AttributeProto.create({ name, type: onnx.AttributeProto.AttributeType.INT, i });
   const starts = "lmp_last_token_starts";
   const ends = "lmp_last_token_ends";
   const axes = "lmp_last_token_axes";
   const sequenceAxis = "lmp_last_position_axes";
-  const graph = onnx.GraphProto.create({
-    initializer: [int64(starts, -1), int64(ends, 2 ** 31 - 1), int64(axes, 2), int64(sequenceAxis, 1)],
-    node: [
+  const initializer = [int64(starts, [-1]), int64(ends, [2 ** 31 - 1]), int64(axes, [2]), int64(sequenceAxis, [1])];
+  const nodes: ReturnType<typeof onnx.NodeProto.create>[] = [];
+  if (columnAt && presents.length > 0) {
+    // index[r, h, 0, d] = columnAt[r]: Expand of the [rows, 1, 1, 1] column to the present's
+    // [rows, heads, 1, head_dim] (its shape times [0, 1, 0, 1], plus [1, 0, 1, 0]), then one
+    // GatherElements along the sequence axis per present.
+    initializer.push(
+      int64("lmp_column_rows", [-1, 1, 1, 1]),
+      int64("lmp_column_keep", [0, 1, 0, 1]),
+      int64("lmp_column_ones", [1, 0, 1, 0]),
+    );
+    nodes.push(
+      node("lmp_column_cast", "Cast", [columnAt], ["lmp_column_at"], [int("to", onnx.TensorProto.DataType.INT64)]),
+      node("lmp_column_reshape", "Reshape", ["lmp_column_at", "lmp_column_rows"], ["lmp_column_per_row"]),
+      node("lmp_column_shape", "Shape", [presents[0]], ["lmp_present_shape"]),
+      node("lmp_column_mul", "Mul", ["lmp_present_shape", "lmp_column_keep"], ["lmp_column_kept"]),
+      node("lmp_column_add", "Add", ["lmp_column_kept", "lmp_column_ones"], ["lmp_column_dims"]),
+      node("lmp_column_expand", "Expand", ["lmp_column_per_row", "lmp_column_dims"], ["lmp_column_index"]),
       ...presents.map((p, i) =>
-        onnx.NodeProto.create({
-          name: `lmp_last_token_${i}`,
-          opType: "Slice",
-          input: [p, starts, ends, axes],
-          output: [lastTokenOutput(p)],
-        }),
+        node(`lmp_last_token_${i}`, "GatherElements", [p, "lmp_column_index"], [lastTokenOutput(p)], [int("axis", 2)]),
       ),
-      ...(head
-        ? [
-            onnx.NodeProto.create({
-              name: LAST_POSITION,
-              opType: "Slice",
-              input: [head.source, starts, ends, sequenceAxis],
-              output: [LAST_POSITION],
-            }),
-          ]
-        : []),
-    ],
+    );
+  } else
+    nodes.push(
+      ...presents.map((p, i) => node(`lmp_last_token_${i}`, "Slice", [p, starts, ends, axes], [lastTokenOutput(p)])),
+    );
+  if (head) nodes.push(node(LAST_POSITION, "Slice", [head.source, starts, ends, sequenceAxis], [LAST_POSITION]));
+  const graph = onnx.GraphProto.create({
+    initializer,
+    node: nodes,
     // The element type is left to onnxruntime's inference (a graph output needs a name only).
     output: presents.map((p) => onnx.ValueInfoProto.create({ name: lastTokenOutput(p) })),
   });

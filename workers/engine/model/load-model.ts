@@ -14,7 +14,7 @@ import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import { availableMemoryBytes, checkMemory, graphBytes, noteLoaded, noteReleased } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
-import { lastPositionHead, presentsToSlice } from "./last-token-outputs";
+import { lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
 import { AutoTokenizer, env } from "../transformers";
@@ -95,6 +95,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       opts.session,
       presentsToSlice(graphOps),
       lastPositionHead(graphOps),
+      newColumnAt(graphOps),
     );
   } catch (e) {
     if (isEngineError(e)) throw e;

@@ -46,7 +46,8 @@ export interface GraphSession {
 
 /**
  * A session of the graph in `file`. With `lastTokenOf` (present outputs) or `head`, the graph
- * gains the outputs of ./last-token-outputs.ts, or its head's input sliced to the last position,
+ * gains the outputs of ./last-token-outputs.ts (with `columnAt`, each row's column at that
+ * tensor's index rather than the last one), or its head's input sliced to the last position,
  * and is loaded from memory, its weights still read from the file (and its external data files)
  * in the file's folder.
  */
@@ -55,12 +56,13 @@ export async function createGraphSession(
   settings: SessionSettings = {},
   lastTokenOf: readonly string[] = [],
   head: HeadInput | null = null,
+  columnAt: string | null = null,
 ): Promise<GraphSession> {
   const options = sessionOptions(settings);
   let session: ort.InferenceSession | undefined;
   if (lastTokenOf.length > 0 || head) {
     try {
-      session = await ort.InferenceSession.create(servedModel(file, lastTokenOf, head), {
+      session = await ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt), {
         ...options,
         extra: {
           ...options.extra,

@@ -5,7 +5,7 @@ import type { GraphSignature } from "../graph-signature";
 import type { GraphSession } from "../session";
 import { ExactLengthBatch } from "./exact-length";
 import { GraphIo } from "./feeds";
-import { GqaSharedBatch } from "./gqa-shared";
+import { GqaBatch } from "./gqa";
 import type { DecodeBatch, LayoutName, ModelRunner } from "./layout";
 import { PaddedBatch } from "./padded";
 
@@ -21,13 +21,13 @@ export interface LayoutCapabilities {
 
 export const LAYOUTS: readonly LayoutCapabilities[] = [
   {
-    name: "gqa-shared",
+    name: "gqa",
     serves: "graphs with com.microsoft GroupQueryAttention (onnxruntime-genai model builder)",
     positions: "computed by the op from seqlens_k = sum(attention_mask) - 1",
     batching: "all rows in one pass, right-padded to the longest",
     cacheUpdate:
-      "in place: past and present are the same buffer (onnxruntime-node still returns a copy of the present)",
-    create: (io) => new GqaSharedBatch(io),
+      "each row's new column (written by the op at its length), fetched alone (model/last-token-outputs.ts), copied into a preallocated cache",
+    create: (io) => new GqaBatch(io),
   },
   {
     name: "padded",
@@ -57,7 +57,7 @@ export function pickLayout(sig: GraphSignature): LayoutCapabilities {
   // transformers.js' own generate(), hence the same numbers (a padded pass changes the order of
   // float sums in attention, which per-tensor activation quantization can amplify into another token).
   const name: LayoutName = sig.groupQueryAttention
-    ? "gqa-shared"
+    ? "gqa"
     : sig.positionIds && !sig.rowsInteract && !sig.batchOfOne
       ? "padded"
       : "exact-length";

@@ -50,4 +50,4 @@ export interface ModelRunner {
   createBatch(): DecodeBatch;
 }
 
-export type LayoutName = "padded" | "gqa-shared" | "exact-length";
+export type LayoutName = "padded" | "gqa" | "exact-length";
