@@ -6,18 +6,12 @@
 import * as ort from "onnxruntime-node";
 import { describe, expect, it, vi } from "vitest";
 import { GraphIo } from "./model/layouts/feeds";
-import type { GraphSignature } from "./model/graph-signature";
 import { ExactLengthBatch } from "./model/layouts/exact-length";
-import type { PrefillState } from "./model/layouts/layout";
-import type { GraphSession, OrtTensor } from "./model/session";
+import type { OrtTensor } from "./model/session";
+import { ENTRIES, fakeSession, fakeSignature, kvValue, prefillState, prng } from "./testing/kv-cache";
 import { keptSlots } from "./scheduler";
 
-const HEADS = 2;
-const D = 3;
-const ENTRIES = 2;
 const V = 4;
-/** The cache value a token leaves at entry e, head h, element d (exact in float32). */
-const kvValue = (token: number, e: number, h: number, d: number) => token + e * 100000 + h * 10000 + d * 1000;
 
 /**
  * A graph with the exact-length layout's signature: no position_ids, and with `sliced` the
@@ -26,101 +20,53 @@ const kvValue = (token: number, e: number, h: number, d: number) => token + e * 
  * that token at their entry, head and element, the fed token].
  */
 function fakeGraph({ sliced, rowsInteract }: { sliced: boolean; rowsInteract: boolean }) {
-  const sig: GraphSignature = {
-    kv: {
-      entries: Array.from({ length: ENTRIES }, (_, e) => ({
-        past: `past.${e}`,
-        present: `present.${e}`,
-        ...(sliced ? { lastToken: `present.${e}.last_token` } : {}),
-      })),
-      heads: HEADS,
-      headDim: D,
-      type: "float32",
-    },
-    logitsType: "float32",
-    vocabSize: V,
-    positionIds: false,
-    numLogitsToKeep: false,
-    useCacheBranch: false,
-    groupQueryAttention: false,
-    rowsInteract,
-    batchOfOne: false,
-  };
+  const sig = fakeSignature(V, { sliced, rowsInteract });
   const passes: { rows: number; length: number }[] = [];
-  const session: GraphSession = {
-    inputs: [],
-    outputs: [],
-    stats: { forwardCalls: 0 },
-    dispose: async () => {},
-    async run(feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>) {
-      this.stats.forwardCalls++;
-      expect(feeds.position_ids).toBeUndefined();
-      const ids = feeds.input_ids.data as BigInt64Array;
-      const [B, heads, L, dim] = feeds["past.0"].dims;
-      passes.push({ rows: B, length: L });
-      expect(feeds.attention_mask.dims).toEqual([B, L + 1]);
-      expect([...(feeds.attention_mask.data as BigInt64Array)].every((m) => m === 1n)).toBe(true);
-      const at = (r: number, h: number, c: number, d: number, stride: number) =>
-        ((r * heads + h) * stride + c) * dim + d;
-      const out: Record<string, OrtTensor> = {};
-      for (let e = 0; e < ENTRIES; e++) {
-        const past = feeds[`past.${e}`];
-        expect(past.dims).toEqual([B, heads, L, dim]);
-        expect(past.data.length).toBe(B * heads * L * dim);
-        const src = past.data as Float32Array;
-        const columns = sliced ? 1 : L + 1;
-        const name = sliced ? `present.${e}.last_token` : `present.${e}`;
-        expect(Object.keys(fetches)).toContain(name);
-        const dst = new Float32Array(B * heads * columns * dim);
-        for (let r = 0; r < B; r++)
-          for (let h = 0; h < heads; h++) {
-            for (let c = 0; c < columns - 1; c++)
-              for (let d = 0; d < dim; d++) dst[at(r, h, c, d, columns)] = src[at(r, h, c, d, L)];
-            for (let d = 0; d < dim; d++) dst[at(r, h, columns - 1, d, columns)] = kvValue(Number(ids[r]), e, h, d);
-          }
-        out[name] = new ort.Tensor("float32", dst, [B, heads, columns, dim]);
-      }
-      const logits = new Float32Array(B * V);
-      const p0 = feeds["past.0"].data as Float32Array;
-      for (let r = 0; r < B; r++) {
-        let sum = 0;
-        let wrong = 0;
-        for (let c = 0; c < L; c++) {
-          const token = p0[at(r, 0, c, 0, L)];
-          sum += token;
-          for (let e = 0; e < ENTRIES; e++)
-            for (let h = 0; h < heads; h++)
-              for (let d = 0; d < dim; d++)
-                if ((feeds[`past.${e}`].data as Float32Array)[at(r, h, c, d, L)] !== kvValue(token, e, h, d)) wrong++;
+  const session = fakeSession(async (feeds, fetches) => {
+    expect(feeds.position_ids).toBeUndefined();
+    const ids = feeds.input_ids.data as BigInt64Array;
+    const [B, heads, L, dim] = feeds["past.0"].dims;
+    passes.push({ rows: B, length: L });
+    expect(feeds.attention_mask.dims).toEqual([B, L + 1]);
+    expect([...(feeds.attention_mask.data as BigInt64Array)].every((m) => m === 1n)).toBe(true);
+    const at = (r: number, h: number, c: number, d: number, stride: number) => ((r * heads + h) * stride + c) * dim + d;
+    const out: Record<string, OrtTensor> = {};
+    for (let e = 0; e < ENTRIES; e++) {
+      const past = feeds[`past.${e}`];
+      expect(past.dims).toEqual([B, heads, L, dim]);
+      expect(past.data.length).toBe(B * heads * L * dim);
+      const src = past.data as Float32Array;
+      const columns = sliced ? 1 : L + 1;
+      const name = sliced ? `present.${e}.last_token` : `present.${e}`;
+      expect(Object.keys(fetches)).toContain(name);
+      const dst = new Float32Array(B * heads * columns * dim);
+      for (let r = 0; r < B; r++)
+        for (let h = 0; h < heads; h++) {
+          for (let c = 0; c < columns - 1; c++)
+            for (let d = 0; d < dim; d++) dst[at(r, h, c, d, columns)] = src[at(r, h, c, d, L)];
+          for (let d = 0; d < dim; d++) dst[at(r, h, columns - 1, d, columns)] = kvValue(Number(ids[r]), e, h, d);
         }
-        logits.set([sum, L, wrong, Number(ids[r])], r * V);
+      out[name] = new ort.Tensor("float32", dst, [B, heads, columns, dim]);
+    }
+    const logits = new Float32Array(B * V);
+    const p0 = feeds["past.0"].data as Float32Array;
+    for (let r = 0; r < B; r++) {
+      let sum = 0;
+      let wrong = 0;
+      for (let c = 0; c < L; c++) {
+        const token = p0[at(r, 0, c, 0, L)];
+        sum += token;
+        for (let e = 0; e < ENTRIES; e++)
+          for (let h = 0; h < heads; h++)
+            for (let d = 0; d < dim; d++)
+              if ((feeds[`past.${e}`].data as Float32Array)[at(r, h, c, d, L)] !== kvValue(token, e, h, d)) wrong++;
       }
-      out.logits = new ort.Tensor("float32", logits, [B, 1, V]);
-      return out;
-    },
-  };
-  return { io: new GraphIo(sig, session, V), session, passes };
-}
-
-/** A prompt's cache as prefill returns it: [1, heads, length, D] per entry. */
-function prefillState(tokens: number[]): PrefillState {
-  const presents = Array.from({ length: ENTRIES }, (_, e) => {
-    const data = new Float32Array(HEADS * tokens.length * D);
-    for (let h = 0; h < HEADS; h++)
-      tokens.forEach((t, c) => {
-        for (let d = 0; d < D; d++) data[(h * tokens.length + c) * D + d] = kvValue(t, e, h, d);
-      });
-    return new ort.Tensor("float32", data, [1, HEADS, tokens.length, D]);
+      logits.set([sum, L, wrong, Number(ids[r])], r * V);
+    }
+    out.logits = new ort.Tensor("float32", logits, [B, 1, V]);
+    return out;
   });
-  return { presents, length: tokens.length };
-}
-
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
+  return { io: new GraphIo(sig, session, V), session, passes };
 }
 
 describe("ExactLengthBatch", () => {

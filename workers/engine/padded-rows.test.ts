@@ -2,22 +2,14 @@
 // checks what it is fed: each row's logits report the sum of the cache columns its mask lets
 // through, its length and its position, so a row's cache copied to another slot, a column lost
 // in a re-stride or a stale mask shows up as a wrong number for that row.
-import * as ort from "onnxruntime-node";
 import { describe, expect, it, vi } from "vitest";
 import { GraphIo } from "./model/layouts/feeds";
-import type { GraphSignature } from "./model/graph-signature";
 import { KvRows } from "./model/layouts/kv-rows";
-import type { PrefillState } from "./model/layouts/layout";
 import { capacityFor, PaddedBatch } from "./model/layouts/padded";
-import type { GraphSession, OrtTensor } from "./model/session";
+import { D, ENTRIES, fakeSession, fakeSignature, HEADS, kvValue, prefillState, prng } from "./testing/kv-cache";
 import { keptSlots } from "./scheduler";
 
-const HEADS = 2;
-const D = 3;
-const ENTRIES = 2;
 const V = 5;
-/** The cache value a token leaves at entry e, head h, element d (exact in float32). */
-const kvValue = (token: number, e: number, h: number, d: number) => token + e * 100000 + h * 10000 + d * 1000;
 
 /**
  * A graph with the padded layout's signature. present = past with the fed token's values in
@@ -26,99 +18,54 @@ const kvValue = (token: number, e: number, h: number, d: number) => token + e * 
  * entries/heads/elements disagree with element 0 of entry 0 head 0].
  */
 function fakeGraph() {
-  const sig: GraphSignature = {
-    kv: {
-      entries: Array.from({ length: ENTRIES }, (_, e) => ({ past: `past.${e}`, present: `present.${e}` })),
-      heads: HEADS,
-      headDim: D,
-      type: "float32",
-    },
-    logitsType: "float32",
-    vocabSize: V,
-    positionIds: true,
-    numLogitsToKeep: false,
-    useCacheBranch: false,
-    groupQueryAttention: false,
-    rowsInteract: false,
-    batchOfOne: false,
-  };
-  const session: GraphSession = {
-    inputs: [],
-    outputs: [],
-    stats: { forwardCalls: 0 },
-    dispose: async () => {},
-    async run(feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>) {
-      this.stats.forwardCalls++;
-      const ids = feeds.input_ids.data as BigInt64Array;
-      const pos = feeds.position_ids.data as BigInt64Array;
-      const [B, heads, cap, dim] = feeds["past.0"].dims;
-      const mask = feeds.attention_mask.data as BigInt64Array;
-      expect(feeds.attention_mask.dims).toEqual([B, cap + 1]);
-      expect(mask.length).toBe(B * (cap + 1));
-      const at = (r: number, h: number, c: number, d: number, stride: number) =>
-        ((r * heads + h) * stride + c) * dim + d;
-      for (let e = 0; e < ENTRIES; e++) {
-        const past = feeds[`past.${e}`];
-        const present = fetches[`present.${e}`]!;
-        expect(past.dims).toEqual([B, heads, cap, dim]);
-        expect(past.data.length).toBe(B * heads * cap * dim);
-        expect(present.dims).toEqual([B, heads, cap + 1, dim]);
-        expect(present.data.length).toBe(B * heads * (cap + 1) * dim);
-        const src = past.data as Float32Array;
-        const dst = present.data as Float32Array;
-        for (let r = 0; r < B; r++)
-          for (let h = 0; h < heads; h++) {
-            for (let c = 0; c < cap; c++)
-              for (let d = 0; d < dim; d++) dst[at(r, h, c, d, cap + 1)] = src[at(r, h, c, d, cap)];
-            for (let d = 0; d < dim; d++) dst[at(r, h, cap, d, cap + 1)] = kvValue(Number(ids[r]), e, h, d);
-          }
-      }
-      const logits = fetches.logits!;
-      expect(logits.dims).toEqual([B, 1, V]);
-      const out = logits.data as Float32Array;
-      const p0 = feeds["past.0"].data as Float32Array;
-      for (let r = 0; r < B; r++) {
-        let sum = 0;
-        let count = 0;
-        let wrong = 0;
-        for (let c = 0; c < cap; c++) {
-          if (mask[r * (cap + 1) + c] !== 1n) continue;
-          const token = p0[at(r, 0, c, 0, cap)];
-          sum += token;
-          count++;
-          for (let e = 0; e < ENTRIES; e++)
-            for (let h = 0; h < heads; h++)
-              for (let d = 0; d < dim; d++)
-                if ((feeds[`past.${e}`].data as Float32Array)[at(r, h, c, d, cap)] !== kvValue(token, e, h, d)) wrong++;
+  const sig = fakeSignature(V, { positionIds: true });
+  const session = fakeSession(async (feeds, fetches) => {
+    const ids = feeds.input_ids.data as BigInt64Array;
+    const pos = feeds.position_ids.data as BigInt64Array;
+    const [B, heads, cap, dim] = feeds["past.0"].dims;
+    const mask = feeds.attention_mask.data as BigInt64Array;
+    expect(feeds.attention_mask.dims).toEqual([B, cap + 1]);
+    expect(mask.length).toBe(B * (cap + 1));
+    const at = (r: number, h: number, c: number, d: number, stride: number) => ((r * heads + h) * stride + c) * dim + d;
+    for (let e = 0; e < ENTRIES; e++) {
+      const past = feeds[`past.${e}`];
+      const present = fetches[`present.${e}`]!;
+      expect(past.dims).toEqual([B, heads, cap, dim]);
+      expect(past.data.length).toBe(B * heads * cap * dim);
+      expect(present.dims).toEqual([B, heads, cap + 1, dim]);
+      expect(present.data.length).toBe(B * heads * (cap + 1) * dim);
+      const src = past.data as Float32Array;
+      const dst = present.data as Float32Array;
+      for (let r = 0; r < B; r++)
+        for (let h = 0; h < heads; h++) {
+          for (let c = 0; c < cap; c++)
+            for (let d = 0; d < dim; d++) dst[at(r, h, c, d, cap + 1)] = src[at(r, h, c, d, cap)];
+          for (let d = 0; d < dim; d++) dst[at(r, h, cap, d, cap + 1)] = kvValue(Number(ids[r]), e, h, d);
         }
-        out.set([sum, count, Number(pos[r]), Number(mask[r * (cap + 1) + cap]), wrong], r * V);
+    }
+    const logits = fetches.logits!;
+    expect(logits.dims).toEqual([B, 1, V]);
+    const out = logits.data as Float32Array;
+    const p0 = feeds["past.0"].data as Float32Array;
+    for (let r = 0; r < B; r++) {
+      let sum = 0;
+      let count = 0;
+      let wrong = 0;
+      for (let c = 0; c < cap; c++) {
+        if (mask[r * (cap + 1) + c] !== 1n) continue;
+        const token = p0[at(r, 0, c, 0, cap)];
+        sum += token;
+        count++;
+        for (let e = 0; e < ENTRIES; e++)
+          for (let h = 0; h < heads; h++)
+            for (let d = 0; d < dim; d++)
+              if ((feeds[`past.${e}`].data as Float32Array)[at(r, h, c, d, cap)] !== kvValue(token, e, h, d)) wrong++;
       }
-      return {};
-    },
-  };
-  return { io: new GraphIo(sig, session, V), session };
-}
-
-/** A prompt's cache as prefill returns it: [1, heads, length, D] per entry. */
-function prefillState(tokens: number[]): PrefillState {
-  const presents = Array.from({ length: ENTRIES }, (_, e) => {
-    const data = new Float32Array(HEADS * tokens.length * D);
-    for (let h = 0; h < HEADS; h++)
-      tokens.forEach((t, c) => {
-        for (let d = 0; d < D; d++) data[(h * tokens.length + c) * D + d] = kvValue(t, e, h, d);
-      });
-    return new ort.Tensor("float32", data, [1, HEADS, tokens.length, D]);
+      out.set([sum, count, Number(pos[r]), Number(mask[r * (cap + 1) + cap]), wrong], r * V);
+    }
+    return {};
   });
-  return { presents, length: tokens.length };
-}
-
-/** Deterministic numbers for the random walk. */
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
+  return { io: new GraphIo(sig, session, V), session };
 }
 
 describe("keptSlots", () => {

@@ -19,7 +19,7 @@
 // and moves only rows whose slot changes; a capacity change re-strides in place.
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
-import { KvRows } from "./kv-rows";
+import { RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
 
 /** Row ranges run in one pass: all rows, or one row each when rows interact within a pass. */
@@ -34,35 +34,10 @@ function passRanges(rows: number, oneEach: boolean): [number, number][] {
  */
 const capacityFor = (longest: number) => Math.ceil(Math.max(longest + 64, longest * 1.25) / 64) * 64;
 
-export class GqaBatch implements DecodeBatch {
-  private readonly cache: KvRows;
+export class GqaBatch extends RowsBatch implements DecodeBatch {
   private logits = new Map<number, ReturnType<GraphIo["logitsOutput"]>>();
-  /** Whether the graph has its new-column outputs (../last-token-outputs.ts): then only those are fetched. */
-  private readonly sliced: boolean;
   /** The new columns a pass fetches, [rows, heads, 1, head_dim] per entry, kept for the most rows seen. */
   private newColumns: KvArray[] = [];
-
-  constructor(private readonly io: GraphIo) {
-    const { kv } = io.sig;
-    this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
-    this.sliced = kv.entries.every((e) => e.lastToken);
-  }
-
-  get size() {
-    return this.cache.size;
-  }
-  get bytes() {
-    return this.cache.bytes;
-  }
-  get columns() {
-    return this.cache.stride;
-  }
-  get moved() {
-    return this.cache.moved;
-  }
-  get allocations() {
-    return this.cache.allocations;
-  }
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
@@ -106,15 +81,7 @@ export class GqaBatch implements DecodeBatch {
         fetches,
       );
       // Each row's new column (written at column length_r of the present) → column length_r here.
-      if (this.sliced)
-        columns.forEach((src, i) => {
-          const dst = this.cache.buffers[i];
-          for (let r = r0; r < r1; r++)
-            for (let h = 0; h < kv.heads; h++) {
-              const from = ((r - r0) * kv.heads + h) * kv.headDim;
-              dst.set(src.subarray(from, from + kv.headDim), ((r * kv.heads + h) * cap + lengths[r]) * kv.headDim);
-            }
-        });
+      if (this.sliced) this.storeNewColumns(columns, r0, r1, 1);
       out.push(...this.io.lastLogits(logits.tensor, g, logits.rows));
     }
     for (let r = 0; r < this.size; r++) lengths[r]++;

@@ -15,7 +15,8 @@
 // capacity growth, which the flood alone does as well).
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
-import { KvRows, withHeadroom } from "./kv-rows";
+import { withHeadroom } from "./kv-rows";
+import { RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
 
 /**
@@ -27,39 +28,13 @@ import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from ".
  */
 export const capacityFor = (longest: number) => longest + Math.max(16, Math.ceil(longest / 8));
 
-export class PaddedBatch implements DecodeBatch {
-  private readonly cache: KvRows;
+export class PaddedBatch extends RowsBatch implements DecodeBatch {
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
   private mask = new BigInt64Array(0);
   /** What each step fetches per cache entry (the fed token's column, or the whole present), reused step after step. */
   private presents: KvArray[] = [];
   private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
   private logitsRows = 0;
-  /** Whether the graph has its last-token outputs (../last-token-outputs.ts): then only those are fetched. */
-  private readonly sliced: boolean;
-
-  constructor(private readonly io: GraphIo) {
-    const { kv } = io.sig;
-    this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
-    this.sliced = kv.entries.every((e) => e.lastToken);
-  }
-
-  get size() {
-    return this.cache.size;
-  }
-  get bytes() {
-    return this.cache.bytes;
-  }
-  get columns() {
-    return this.cache.stride;
-  }
-  /** Bytes of cache copied by membership and capacity changes so far. */
-  get moved() {
-    return this.cache.moved;
-  }
-  get allocations() {
-    return this.cache.allocations;
-  }
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
@@ -115,16 +90,7 @@ export class PaddedBatch implements DecodeBatch {
     );
     await this.io.session.run(feeds, fetches);
     // The fed token's keys/values (last column of what came back) → column length_r of the cache.
-    kv.entries.forEach((_, i) => {
-      const src = presents[i];
-      const dst = this.cache.buffers[i];
-      for (let r = 0; r < B; r++) {
-        for (let h = 0; h < kv.heads; h++) {
-          const from = ((r * kv.heads + h) * columns + columns - 1) * D;
-          dst.set(src.subarray(from, from + D), ((r * kv.heads + h) * cap + lengths[r]) * D);
-        }
-      }
-    });
+    this.storeNewColumns(presents, 0, B, columns);
     for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + lengths[r]++] = 1n;
     return this.io.lastLogits(logits.tensor, B, logits.rows);
   }

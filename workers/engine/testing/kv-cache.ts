@@ -1,0 +1,83 @@
+// Fake caches for the layout tests (padded-rows.test.ts, exact-length.test.ts): every cache value
+// says which token left it and where, so a row's cache copied to another row, a column lost in a
+// re-stride or a stale column shows up as a wrong number.
+import * as ort from "onnxruntime-node";
+import type { GraphSignature } from "../model/graph-signature";
+import type { PrefillState } from "../model/layouts/layout";
+import type { GraphSession } from "../model/session";
+
+export const HEADS = 2;
+export const D = 3;
+export const ENTRIES = 2;
+
+/** The cache value a token leaves at entry e, head h, element d (exact in float32). */
+export const kvValue = (token: number, e: number, h: number, d: number) => token + e * 100000 + h * 10000 + d * 1000;
+
+/** A prompt's cache as prefill returns it: [1, heads, length, D] per entry. */
+export function prefillState(tokens: number[]): PrefillState {
+  const presents = Array.from({ length: ENTRIES }, (_, e) => {
+    const data = new Float32Array(HEADS * tokens.length * D);
+    for (let h = 0; h < HEADS; h++)
+      tokens.forEach((t, c) => {
+        for (let d = 0; d < D; d++) data[(h * tokens.length + c) * D + d] = kvValue(t, e, h, d);
+      });
+    return new ort.Tensor("float32", data, [1, HEADS, tokens.length, D]);
+  });
+  return { presents, length: tokens.length };
+}
+
+/** Deterministic numbers in [0, 1) for the random walks. */
+export function prng(seed: number) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+/**
+ * A float32 graph signature of ENTRIES cache entries `past.e` / `present.e` (with `sliced`, the
+ * new-column outputs `present.e.last_token` too), HEADS heads of D elements, a vocabulary of
+ * `vocabSize`, and the flags in `flags`.
+ */
+export function fakeSignature(
+  vocabSize: number,
+  { sliced = false, ...flags }: Partial<Pick<GraphSignature, "positionIds" | "rowsInteract">> & { sliced?: boolean },
+): GraphSignature {
+  return {
+    kv: {
+      entries: Array.from({ length: ENTRIES }, (_, e) => ({
+        past: `past.${e}`,
+        present: `present.${e}`,
+        ...(sliced ? { lastToken: `present.${e}.last_token` } : {}),
+      })),
+      heads: HEADS,
+      headDim: D,
+      type: "float32",
+    },
+    logitsType: "float32",
+    vocabSize,
+    positionIds: false,
+    numLogitsToKeep: false,
+    useCacheBranch: false,
+    groupQueryAttention: false,
+    rowsInteract: false,
+    batchOfOne: false,
+    ...flags,
+  };
+}
+
+/** A session whose passes are `run` (counted in stats.forwardCalls, as the real one counts them). */
+export function fakeSession(run: GraphSession["run"]): GraphSession {
+  const stats = { forwardCalls: 0 };
+  return {
+    inputs: [],
+    outputs: [],
+    stats,
+    dispose: async () => {},
+    run: (feeds, fetches) => {
+      stats.forwardCalls++;
+      return run(feeds, fetches);
+    },
+  };
+}
