@@ -5,7 +5,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { GraphIo } from "./model/layouts/feeds";
 import { KvRows } from "./model/layouts/kv-rows";
-import { capacityFor, PaddedBatch } from "./model/layouts/padded";
+import { PaddedBatch } from "./model/layouts/padded";
+import { capacityFor } from "./model/layouts/rows-batch";
 import { D, ENTRIES, fakeSession, fakeSignature, HEADS, kvValue, prefillState, prng } from "./testing/kv-cache";
 import { keptSlots } from "./scheduler";
 

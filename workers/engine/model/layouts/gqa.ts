@@ -17,9 +17,9 @@
 //
 // The buffers keep spare room (./kv-rows.ts): a membership change copies in the joiners' prompts
 // and moves only rows whose slot changes; a capacity change re-strides in place.
-import type { DecodeBatch, PrefillState } from "./layout";
+import type { DecodeBatch } from "./layout";
 import type { GraphIo } from "./feeds";
-import { RowsBatch } from "./rows-batch";
+import { capacityFor, RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
 
 /** Row ranges run in one pass: all rows, or one row each when rows interact within a pass. */
@@ -28,22 +28,10 @@ function passRanges(rows: number, oneEach: boolean): [number, number][] {
   return oneEach ? Array.from({ length: rows }, (_, r) => [r, r + 1]) : [[0, rows]];
 }
 
-/**
- * The op reads only each row's own columns, so spare capacity costs memory, not time: grow by
- * 64 columns or a quarter, whichever is more, to copy the cache rarely.
- */
-const capacityFor = (longest: number) => Math.ceil(Math.max(longest + 64, longest * 1.25) / 64) * 64;
-
 export class GqaBatch extends RowsBatch implements DecodeBatch {
   private logits = new Map<number, ReturnType<GraphIo["logitsOutput"]>>();
   /** The new columns a pass fetches, [rows, heads, 1, head_dim] per entry, kept for the most rows seen. */
   private newColumns: KvArray[] = [];
-
-  reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
-    const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
-    const cap = this.cache.stride;
-    this.cache.reshape(keep, joiners, longest + 1 <= cap && cap <= capacityFor(longest) ? cap : capacityFor(longest));
-  }
 
   async step(tokens: readonly number[]): Promise<Float32Array[]> {
     const { kv } = this.io.sig;

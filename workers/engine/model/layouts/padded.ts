@@ -16,17 +16,8 @@
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
 import { withHeadroom } from "./kv-rows";
-import { RowsBatch } from "./rows-batch";
+import { capacityFor, RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
-
-/**
- * Every padded column costs each step (the graph concatenates, transposes and attends over the
- * whole past): measured on the 134M bench model's q4 graph, a pass over 128 columns of past took
- * 35% longer than over 20. The capacity grows when full, by 16 columns at first, then by
- * longest/8: about 8 padded columns on short sequences, at most 1/16 of the past on long ones.
- * A membership change keeps the capacity unless it exceeds what capacityFor(longest) would give.
- */
-export const capacityFor = (longest: number) => longest + Math.max(16, Math.ceil(longest / 8));
 
 export class PaddedBatch extends RowsBatch implements DecodeBatch {
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
@@ -37,9 +28,7 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
   private logitsRows = 0;
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
-    const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
-    const cap = this.cache.stride;
-    this.cache.reshape(keep, joiners, longest < cap && cap <= capacityFor(longest) ? cap : capacityFor(longest));
+    super.reshape(keep, joiners);
     this.fillMask();
   }
 
