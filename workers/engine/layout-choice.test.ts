@@ -151,6 +151,23 @@ describe("graphs the engine refuses at load", () => {
       graph([...ids, ...kv(FLOAT, ["batch", "past", 16])], outs()),
       /KV cache shape .* is not supported/,
     ],
+    [
+      "layers with different KV head counts",
+      graph(
+        [
+          ...ids,
+          ...kv(FLOAT),
+          ["past_key_values.1.key", FLOAT, ["batch", 4, "past", 8]],
+          ["past_key_values.1.value", FLOAT, ["batch", 4, "past", 8]],
+        ],
+        [
+          ...outs(),
+          ["present.1.key", FLOAT, ["batch", 4, "total", 8]],
+          ["present.1.value", FLOAT, ["batch", 4, "total", 8]],
+        ],
+      ),
+      /past_key_values\.1\.key has shape \["batch",4,"past",8\].*layers differ in heads, head size or type/,
+    ],
   ])("%s", async (_name, build, message) => {
     const err = await loadModel(await withGraph(build)).catch((e) => e);
     expect(err).toMatchObject({

@@ -96,6 +96,16 @@ export function readGraphSignature(
     throw refuse(
       `KV cache shape ${JSON.stringify(shape)} is not supported (expected [batch, heads, sequence, head_dim])`,
     );
+  // One head count, head size and type for every entry: the layouts keep every entry's cache in
+  // buffers of one shape (models whose layers differ, such as OpenELM, are not served).
+  const other = entries
+    .map((e) => inputs.find((m) => m.name === e.past))
+    .find((m) => m?.type !== meta?.type || m?.shape?.[1] !== heads || m?.shape?.[3] !== headDim);
+  if (other)
+    throw refuse(
+      `${other.name} has shape ${JSON.stringify(other.shape)} (${other.type}) where ${entries[0].past} has ` +
+        `${JSON.stringify(shape)} (${meta?.type}): KV caches whose layers differ in heads, head size or type are not supported`,
+    );
   const kvType = meta?.type;
   if (kvType !== "float32" && kvType !== "float16")
     throw refuse(`KV cache type ${kvType} is not supported (float32 or float16)`);
