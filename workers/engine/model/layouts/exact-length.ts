@@ -147,16 +147,13 @@ export class ExactLengthBatch implements DecodeBatch {
       );
       // [n, heads, 1, D] (or the whole present, [n, heads, length + 1, D]): its last column goes
       // to column `length` of the cache, re-strided in place to length + 1.
-      const columns = this.sliced ? 1 : length + 1;
       g.cache.resize(length + 1);
-      kv.entries.forEach((e, k) => {
-        const src = result[this.sliced ? e.lastToken! : e.present].data as KvArray;
-        const dst = g.cache.buffers[k];
-        for (let b = 0; b < n * kv.heads; b++) {
-          const from = (b * columns + columns - 1) * D;
-          dst.set(src.subarray(from, from + D), (b * (length + 1) + length) * D);
-        }
-      });
+      g.cache.storeNewColumns(
+        kv.entries.map((e) => result[this.sliced ? e.lastToken! : e.present].data as KvArray),
+        0,
+        n,
+        this.sliced ? 1 : length + 1,
+      );
       g.cache.lengths.fill(length + 1);
       this.io.lastLogits(result.logits, n).forEach((row, r) => (out[g.rows[r]] = row));
     }

@@ -20,7 +20,7 @@
 import type { DecodeBatch } from "./layout";
 import type { GraphIo } from "./feeds";
 import { capacityFor, RowsBatch } from "./rows-batch";
-import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
+import { int64View, kvTensor, type OrtTensor } from "../session";
 
 /** Row ranges run in one pass: all rows, or one row each when rows interact within a pass. */
 function passRanges(rows: number, oneEach: boolean): [number, number][] {
@@ -30,8 +30,6 @@ function passRanges(rows: number, oneEach: boolean): [number, number][] {
 
 export class GqaBatch extends RowsBatch implements DecodeBatch {
   private logits = new Map<number, ReturnType<GraphIo["logitsOutput"]>>();
-  /** The new columns a pass fetches, [rows, heads, 1, head_dim] per entry, kept for the most rows seen. */
-  private newColumns: KvArray[] = [];
 
   async step(tokens: readonly number[]): Promise<Float32Array[]> {
     const { kv } = this.io.sig;
@@ -54,7 +52,7 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
       if (!logits) this.logits.set(g, (logits = this.io.logitsOutput(g)));
       const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
       const columnDims = [g, kv.heads, 1, kv.headDim];
-      const columns = this.sliced ? this.columnsFor(g) : [];
+      const columns = this.sliced ? this.fetchBuffers(g * this.io.rowSize, this.io.rowSize) : [];
       kv.entries.forEach((e, i) =>
         this.sliced
           ? (fetches[e.lastToken!] = kvTensor(kv.type, columns[i], columnDims))
@@ -69,19 +67,10 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
         fetches,
       );
       // Each row's new column (written at column length_r of the present) → column length_r here.
-      if (this.sliced) this.storeNewColumns(columns, r0, r1, 1);
+      if (this.sliced) this.cache.storeNewColumns(columns, r0, r1, 1);
       out.push(...this.io.lastLogits(logits.tensor, g, logits.rows));
     }
     for (let r = 0; r < this.size; r++) lengths[r]++;
     return out;
-  }
-
-  /** [g, heads, 1, head_dim] column buffers, one per entry. */
-  private columnsFor(g: number): KvArray[] {
-    const { kv } = this.io.sig;
-    const length = g * this.io.rowSize;
-    if ((this.newColumns[0]?.length ?? 0) < length)
-      this.newColumns = kv.entries.map(() => newKvArray(kv.type, Math.ceil(length * 1.5)));
-    return this.newColumns.map((c) => c.subarray(0, length));
   }
 }

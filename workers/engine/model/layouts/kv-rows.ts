@@ -111,6 +111,22 @@ export class KvRows {
     this.stride = stride;
   }
 
+  /**
+   * Rows r0..r1-1's new keys/values, the last column of `fetched` ([r1 - r0, heads, columns, D]
+   * per entry), to column length_r of their rows (lengths are the caller's to advance).
+   */
+  storeNewColumns(fetched: readonly KvArray[], r0: number, r1: number, columns: number) {
+    const { heads, headDim: D } = this.shape;
+    fetched.forEach((src, i) => {
+      const dst = this.buffers[i];
+      for (let r = r0; r < r1; r++)
+        for (let h = 0; h < heads; h++) {
+          const from = (((r - r0) * heads + h) * columns + columns - 1) * D;
+          dst.set(src.subarray(from, from + D), ((r * heads + h) * this.stride + this.lengths[r]) * D);
+        }
+    });
+  }
+
   /** Changes the stride of the current rows, in place when the room allows. */
   resize(stride: number) {
     if (stride === this.stride) return;

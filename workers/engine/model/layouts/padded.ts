@@ -15,15 +15,12 @@
 // capacity growth, which the flood alone does as well).
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
-import { withHeadroom } from "./kv-rows";
 import { capacityFor, RowsBatch } from "./rows-batch";
-import { int64View, kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
+import { int64View, kvTensor, type KvArray, type OrtTensor } from "../session";
 
 export class PaddedBatch extends RowsBatch implements DecodeBatch {
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
   private mask = new BigInt64Array(0);
-  /** What each step fetches per cache entry (the fed token's column, or the whole present), reused step after step. */
-  private presents: KvArray[] = [];
   private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
   private logitsRows = 0;
 
@@ -59,11 +56,7 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     const columns = this.sliced ? 1 : cap + 1;
     const outDims = [B, kv.heads, columns, D];
     const outLength = B * this.io.rowSize * columns;
-    if ((this.presents[0]?.length ?? 0) < outLength) {
-      const alloc = withHeadroom(outLength, this.io.rowSize * columns);
-      this.presents = kv.entries.map(() => newKvArray(kv.type, alloc));
-    }
-    const presents = this.presents.map((p) => p.subarray(0, outLength));
+    const presents = this.fetchBuffers(outLength, this.io.rowSize * columns);
     const logits = this.logitsFor(B);
     const feeds = {
       ...this.io.inputs(tokens, B, 1, () => lengths, true),
@@ -79,7 +72,7 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     );
     await this.io.session.run(feeds, fetches);
     // The fed token's keys/values (last column of what came back) → column length_r of the cache.
-    this.storeNewColumns(presents, 0, B, columns);
+    this.cache.storeNewColumns(presents, 0, B, columns);
     for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + lengths[r]++] = 1n;
     return this.io.lastLogits(logits.tensor, B, logits.rows);
   }

@@ -1,9 +1,9 @@
 // What the layouts whose rows live in one KvRows cache (padded, gqa) share: the figures a
-// DecodeBatch reports, and copying each row's fetched new column into its place.
+// DecodeBatch reports, the capacity rule, and the buffers a pass fetches into.
 import type { GraphIo } from "./feeds";
 import type { PrefillState } from "./layout";
-import { KvRows } from "./kv-rows";
-import type { KvArray } from "../session";
+import { KvRows, withHeadroom } from "./kv-rows";
+import { newKvArray, type KvArray } from "../session";
 
 /**
  * Every spare column costs each step. In the padded layout the graph concatenates, transposes and
@@ -21,6 +21,8 @@ export abstract class RowsBatch {
   protected readonly cache: KvRows;
   /** Whether the graph has its new-column outputs (../last-token-outputs.ts): then only those are fetched. */
   protected readonly sliced: boolean;
+  /** What passes fetch per cache entry (see fetchBuffers). */
+  private fetched: KvArray[] = [];
 
   constructor(protected readonly io: GraphIo) {
     const { kv } = io.sig;
@@ -56,20 +58,13 @@ export abstract class RowsBatch {
   }
 
   /**
-   * Rows r0..r1-1's new keys/values, the last column of `fetched` ([r1 - r0, heads, columns, D]
-   * per entry), to column length_r of their cache rows.
+   * The buffers a pass fetches into, `length` elements per entry, over buffers kept step after
+   * step for the most seen (with headroom: `rowElems` is one row's share).
    */
-  protected storeNewColumns(fetched: readonly KvArray[], r0: number, r1: number, columns: number) {
-    const { heads, headDim: D } = this.io.sig.kv;
-    const cap = this.cache.stride;
-    const lengths = this.cache.lengths;
-    fetched.forEach((src, i) => {
-      const dst = this.cache.buffers[i];
-      for (let r = r0; r < r1; r++)
-        for (let h = 0; h < heads; h++) {
-          const from = (((r - r0) * heads + h) * columns + columns - 1) * D;
-          dst.set(src.subarray(from, from + D), ((r * heads + h) * cap + lengths[r]) * D);
-        }
-    });
+  protected fetchBuffers(length: number, rowElems: number): KvArray[] {
+    const { kv } = this.io.sig;
+    if ((this.fetched[0]?.length ?? 0) < length)
+      this.fetched = kv.entries.map(() => newKvArray(kv.type, withHeadroom(length, rowElems)));
+    return this.fetched.map((b) => b.subarray(0, length));
   }
 }
