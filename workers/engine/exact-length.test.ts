@@ -8,8 +8,7 @@ import { describe, expect, it, vi } from "vitest";
 import { GraphIo } from "./model/layouts/feeds";
 import { ExactLengthBatch } from "./model/layouts/exact-length";
 import type { OrtTensor } from "./model/session";
-import { ENTRIES, fakeSession, fakeSignature, kvValue, prefillState, prng } from "./testing/kv-cache";
-import { keptSlots } from "./scheduler";
+import { changeMembership, ENTRIES, fakeSession, fakeSignature, kvValue, prefillState, prng } from "./testing/kv-cache";
 
 const V = 4;
 
@@ -81,21 +80,15 @@ describe("ExactLengthBatch", () => {
         const token = () => (nextToken++ % 50) + 1;
         let expectedPasses = 0;
         for (let round = 0; round < 250; round++) {
-          const alive = slots.map(() => rand() > 0.08);
-          const keep = keptSlots(alive);
           // Half the joiners have a running row's length, so that they can join its group.
-          const joinerLength = () =>
-            slots.length && rand() < 0.5
-              ? slots[Math.floor(rand() * slots.length)].length
-              : 1 + Math.floor(rand() * 12);
-          const joiners = Array.from(
-            { length: slots.length < 3 || rand() < 0.2 ? 1 + Math.floor(rand() * 3) : 0 },
-            () => Array.from({ length: joinerLength() }, token),
-          );
-          if (keep.length !== slots.length || joiners.length > 0) {
-            batch.reshape(keep, joiners.map(prefillState));
-            slots = [...keep.map((i) => slots[i]), ...joiners];
-          }
+          const running = slots;
+          slots = changeMembership(batch, slots, rand, token, {
+            joinChance: 0.2,
+            joinerLength: () =>
+              running.length && rand() < 0.5
+                ? running[Math.floor(rand() * running.length)].length
+                : 1 + Math.floor(rand() * 12),
+          });
           expect(batch.size).toBe(slots.length);
           if (slots.length === 0) continue;
           const fed = slots.map(() => token());

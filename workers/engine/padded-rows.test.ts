@@ -7,7 +7,17 @@ import { GraphIo } from "./model/layouts/feeds";
 import { KvRows } from "./model/layouts/kv-rows";
 import { PaddedBatch } from "./model/layouts/padded";
 import { capacityFor } from "./model/layouts/rows-batch";
-import { D, ENTRIES, fakeSession, fakeSignature, HEADS, kvValue, prefillState, prng } from "./testing/kv-cache";
+import {
+  changeMembership,
+  D,
+  ENTRIES,
+  fakeSession,
+  fakeSignature,
+  HEADS,
+  kvValue,
+  prefillState,
+  prng,
+} from "./testing/kv-cache";
 import { keptSlots } from "./scheduler";
 
 const V = 5;
@@ -217,15 +227,10 @@ describe("PaddedBatch", () => {
     const capacities = new Set<number>();
     for (let round = 0; round < 300; round++) {
       // Some leave (the scheduler's slot rule), some join.
-      const alive = slots.map(() => rand() > 0.08);
-      const keep = keptSlots(alive);
-      const joiners = Array.from({ length: slots.length < 3 || rand() < 0.15 ? 1 + Math.floor(rand() * 3) : 0 }, () =>
-        Array.from({ length: 1 + Math.floor(rand() * 12) }, token),
-      );
-      if (keep.length !== slots.length || joiners.length > 0) {
-        batch.reshape(keep, joiners.map(prefillState));
-        slots = [...keep.map((i) => slots[i]), ...joiners];
-      }
+      slots = changeMembership(batch, slots, rand, token, {
+        joinChance: 0.15,
+        joinerLength: () => 1 + Math.floor(rand() * 12),
+      });
       expect(batch.size).toBe(slots.length);
       if (slots.length === 0) continue;
       const fed = slots.map(() => token());

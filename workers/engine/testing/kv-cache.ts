@@ -3,8 +3,9 @@
 // re-stride or a stale column shows up as a wrong number.
 import * as ort from "onnxruntime-node";
 import type { GraphSignature } from "../model/graph-signature";
-import type { PrefillState } from "../model/layouts/layout";
+import type { DecodeBatch, PrefillState } from "../model/layouts/layout";
 import type { GraphSession } from "../model/session";
+import { keptSlots } from "../scheduler";
 
 export const HEADS = 2;
 export const D = 3;
@@ -80,4 +81,26 @@ export function fakeSession(run: GraphSession["run"]): GraphSession {
       return run(feeds, fetches);
     },
   };
+}
+
+/**
+ * One membership change of a random walk over `batch`: each row leaves with probability 0.08
+ * (the survivors kept in slots as the scheduler keeps them), and while fewer than 3 rows run, or
+ * else with probability `joinChance`, 1–3 joiners of `joinerLength()` tokens join. `slots` holds
+ * each row's tokens; returns it as it is after the change.
+ */
+export function changeMembership(
+  batch: DecodeBatch,
+  slots: number[][],
+  rand: () => number,
+  token: () => number,
+  { joinChance, joinerLength }: { joinChance: number; joinerLength: () => number },
+): number[][] {
+  const keep = keptSlots(slots.map(() => rand() > 0.08));
+  const joiners = Array.from({ length: slots.length < 3 || rand() < joinChance ? 1 + Math.floor(rand() * 3) : 0 }, () =>
+    Array.from({ length: joinerLength() }, token),
+  );
+  if (keep.length === slots.length && joiners.length === 0) return slots;
+  batch.reshape(keep, joiners.map(prefillState));
+  return [...keep.map((i) => slots[i]), ...joiners];
 }
