@@ -9,7 +9,7 @@ import { deployments } from "@/lib/db/schema";
 import { ApiError } from "@/lib/errors";
 import { EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
-import { DTYPE_CHOICES } from "@/lib/contracts/models";
+import { DTYPE_CHOICES, dtypeChoiceError } from "@/lib/contracts/models";
 import { shownUrl, UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
 import { createDeployment, deleteDeployment, deploymentUrl, listDeploymentDtos } from "@/lib/services/deployments";
 import { LIMIT_FIELDS } from "@/lib/contracts/limits";
@@ -148,7 +148,7 @@ const commands: Record<string, Command> = {
       const model = modelReference(f.model);
       const dtype = f.dtype ?? "auto";
       if (!(DTYPE_CHOICES as readonly string[]).includes(dtype))
-        throw new UsageError(`--dtype must be one of ${DTYPE_CHOICES.join(", ")}`);
+        throw new UsageError(`--dtype ${dtypeChoiceError(dtype)}`);
       await checkDtype(model, dtype);
       const dep = await createDeployment(db, { teamId: team.id, name: f.name!, model, dtype });
       console.log(`created deployment ${dep.name} (${dep.id}) serving ${dep.model} (${dep.dtype})`);
@@ -250,7 +250,12 @@ async function checkDtype(model: string, dtype: string): Promise<void> {
     console.warn(`warning: could not check ${model}'s files (${(err as Error).message}); deploying anyway`);
     return;
   }
-  if (offered.dtypes.length === 0) throw new UsageError(`${model} has no ONNX model files (onnx/model*.onnx)`);
+  if (offered.dtypes.length === 0)
+    throw new UsageError(
+      offered.unsupported.length
+        ? `${model} has no ONNX model file this engine can run; it has: ${offered.unsupported.join(", ")}`
+        : `${model} has no ONNX model files (onnx/model*.onnx)`,
+    );
   if (dtype !== "auto" && !(offered.dtypes as string[]).includes(dtype))
     throw new UsageError(`${model} has no ${dtype} weights; it has: ${offered.dtypes.join(", ")}`);
 }

@@ -1,5 +1,5 @@
 // `npm run model:tiny -- <dir> [--large] [--seed N] [--family llama] [--size tiny|bench]
-//   [--dtypes fp32,fp16,q8,int8,uint8,q4,q4f16] [--no-position-ids] [--gqa] [--external-data N]
+//   [--dtypes fp32,fp16,q8,int8,uint8,q4,q4f16,q2,q2f16] [--no-position-ids] [--gqa] [--external-data N]
 //   [--num-logits-to-keep] [--use-cache-branch] [--q4-accuracy 4]`: writes a deterministic test
 // model (byte-level BPE tokenizer, chat template) in the HF export layout; see tiny-model/generate.ts.
 import path from "node:path";
@@ -18,7 +18,7 @@ const seed = Number(value("--seed") ?? 42);
 const dtypes = value("--dtypes")?.split(",") as WeightFormat[] | undefined;
 const usage =
   "usage: npm run model:tiny -- <dir> [--large] [--seed N] [--family gpt2|llama] [--size tiny|large|bench] " +
-  "[--dtypes fp32,fp16,q8,int8,uint8,q4,q4f16] [--no-position-ids] [--gqa] [--external-data N] " +
+  "[--dtypes fp32,fp16,q8,int8,uint8,q4,q4f16,q2,q2f16] [--no-position-ids] [--gqa] [--external-data N] " +
   "[--num-logits-to-keep] [--use-cache-branch] [--q4-accuracy N]";
 if (!dir || !Number.isInteger(seed) || dtypes?.some((d) => !WEIGHT_FORMATS.includes(d))) {
   console.error(usage);

@@ -22,6 +22,8 @@ const DTYPE_HINTS: Record<(typeof DTYPE_CHOICES)[number], string> = {
   q4: "q4: model_q4.onnx",
   q4f16: "q4f16: model_q4f16.onnx",
   bnb4: "bnb4: model_bnb4.onnx",
+  q2: "q2: model_q2.onnx (2-bit)",
+  q2f16: "q2f16: model_q2f16.onnx (2-bit)",
 };
 
 const KIND_LABELS: Record<UpstreamKind, string> = {

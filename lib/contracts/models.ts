@@ -2,14 +2,39 @@ import { z } from "zod";
 
 /**
  * What a deployment serves: a model (a local folder or a hub id) in a dtype, the file names
- * transformers.js uses (onnx/model{,_fp16,_quantized,_int8,_uint8,_q4,_q4f16,_bnb4}.onnx).
+ * transformers.js uses (onnx/model{,_fp16,_quantized,_int8,_uint8,_q4,_q4f16,_bnb4,_q2,_q2f16}.onnx).
  * `auto` lets the engine choose (docs/api.md, "Models").
  */
-export const DTYPE_CHOICES = ["auto", "fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4"] as const;
+export const DTYPE_CHOICES = [
+  "auto",
+  "fp32",
+  "fp16",
+  "q8",
+  "int8",
+  "uint8",
+  "q4",
+  "q4f16",
+  "bnb4",
+  "q2",
+  "q2f16",
+] as const;
 export type DtypeChoice = (typeof DTYPE_CHOICES)[number];
-export const DtypeChoiceSchema = z.enum(DTYPE_CHOICES, {
-  error: `must be one of ${DTYPE_CHOICES.join(", ")}`,
-});
+
+/** transformers.js dtypes the engine cannot serve, and why (workers/engine/model/dtypes.ts). */
+const UNSERVED_DTYPES: Record<string, string> = {
+  q1: "1-bit weights, which onnxruntime's CPU kernels do not run",
+  q1f16: "1-bit weights, which onnxruntime's CPU kernels do not run",
+};
+
+/** Why `value` is not a dtype choice: the reason for a dtype the engine cannot serve, else the list. */
+export function dtypeChoiceError(value: unknown): string {
+  const list = `must be one of ${DTYPE_CHOICES.join(", ")}`;
+  return typeof value === "string" && Object.hasOwn(UNSERVED_DTYPES, value)
+    ? `${value} is not supported (${UNSERVED_DTYPES[value]}); ${list}`
+    : list;
+}
+
+export const DtypeChoiceSchema = z.enum(DTYPE_CHOICES, { error: (issue) => dtypeChoiceError(issue.input) });
 
 /** How workers name a model they serve in a dtype (the registry's `models` and `model_states` keys). */
 export const servedModelKey = (model: string, dtype: string) => `${model}#${dtype}`;

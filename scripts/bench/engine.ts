@@ -1,4 +1,4 @@
-// `npm run bench -- engine [--quick] [--dtypes=fp32,q4] [--attention=gqa]`: the inference engine on
+// `npm run bench -- engine [--quick] [--dtypes=fp32,q4,…] [--attention=gqa]`: the inference engine on
 // a generated llama-shaped model of 134M parameters (the llama.cpp anchor's shape: hidden 768, 12
 // layers, vocabulary 32,000) in the standard export layout (or with --attention=gqa, the
 // onnxruntime-genai builder's GroupQueryAttention one), one graph file per dtype (fp32, fp16, q8, q4).
@@ -21,7 +21,7 @@ import path from "node:path";
 import { Engine } from "../../workers/engine/engine";
 import type { LoadedModel } from "../../workers/engine/model/load-model";
 import { int64Tensor, kvTensor, newKvArray, type OrtTensor } from "../../workers/engine/model/session";
-import type { WeightFormat } from "../tiny-model/graph-parts";
+import { WEIGHT_FORMATS, type WeightFormat } from "../tiny-model/graph-parts";
 import { cachedTinyModel } from "../tiny-model/generate";
 import { collectGarbage } from "@/lib/gc";
 
@@ -47,7 +47,10 @@ export default async function bench(args: string[]) {
     .find((a) => a.startsWith("--dtypes="))
     ?.slice("--dtypes=".length)
     .split(",");
-  const dtypes = DTYPES.filter((d) => !only || only.includes(d));
+  // Any generated format may be named (int8, uint8, q4f16, q2, q2f16…); the default is the four above.
+  const unknown = only?.filter((d) => !(WEIGHT_FORMATS as readonly string[]).includes(d)) ?? [];
+  if (unknown.length) throw new Error(`--dtypes takes ${WEIGHT_FORMATS.join(", ")}, not ${unknown.join(", ")}`);
+  const dtypes = only ? WEIGHT_FORMATS.filter((d) => only.includes(d)) : DTYPES;
   // --attention=gqa: the same weights exported with com.microsoft GroupQueryAttention (the
   // onnxruntime-genai model builder's layout, served by the engine's gqa layout).
   const attention = args.find((a) => a.startsWith("--attention="))?.slice("--attention=".length) ?? "standard";
@@ -58,7 +61,8 @@ export default async function bench(args: string[]) {
   // declares MatMulNBits accuracy_level 4 (int8 compute), as onnxruntime-genai's CPU int4
   // exports do: with it unset (transformers.js' q4 files) onnxruntime dequantizes every weight
   // matrix on each batched pass (see docs/api.md, "dtype").
-  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: DTYPES, q4Accuracy: 4, attention });
+  const files = [...new Set([...DTYPES, ...dtypes])];
+  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: files, q4Accuracy: 4, attention });
   console.log(`model ${dir} ready in ${((now() - t) / 1000).toFixed(1)}s`);
   const results: Record<string, number> = {};
   for (const dtype of dtypes) {

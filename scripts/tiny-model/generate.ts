@@ -8,11 +8,11 @@ import path from "node:path";
 import { onnxFileFor } from "../../workers/engine/model/dtypes";
 import { encodeWithBpe, trainBpe } from "./bpe-train";
 import { CORPUS } from "./corpus";
-import { WEIGHT_FORMATS, type WeightFormat } from "./graph-parts";
+import { elemTypeOf, WEIGHT_FORMATS, type WeightFormat } from "./graph-parts";
 import { buildGpt2Graph, type TinyShape } from "./gpt2-graph";
 import { buildLlamaGraph, STANDARD_LAYOUT, type LlamaLayout } from "./llama-graph";
 import { makeLlamaWeights, type LlamaShape } from "./llama-weights";
-import type { EncodedModel, ExternalDataOptions } from "./onnx-builder";
+import { FLOAT16, type EncodedModel, type ExternalDataOptions } from "./onnx-builder";
 import { createRng } from "./prng";
 import { tokenizerConfigJson, tokenizerJson } from "./tokenizer-files";
 import { bigramLogits, makeWeights } from "./weights";
@@ -127,7 +127,7 @@ export async function generateTinyModel(dir: string, opts: TinyModelOptions = {}
     config = gpt2Config(shape, eosId);
   }
   const jsConfig: Record<string, unknown> = {};
-  const halfCache = o.dtypes.filter((d) => d === "fp16" || d === "q4f16");
+  const halfCache = o.dtypes.filter((d) => elemTypeOf(d) === FLOAT16);
   if (halfCache.length) jsConfig.kv_cache_dtype = Object.fromEntries(halfCache.map((d) => [d, "float16"]));
   if (o.externalData > 0)
     jsConfig.use_external_data_format = Object.fromEntries(graphs.map((g) => [path.basename(g.file), o.externalData]));

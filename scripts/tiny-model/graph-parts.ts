@@ -1,15 +1,28 @@
 // Pieces both generated graph families share: linear layers in every weight format real exports
 // ship, the attention bias from attention_mask, and the positions of the fed tokens.
-import { quantizeBlocks4, quantizeInt8, quantizeUint8 } from "./quantize";
+import { quantizeBlocks, quantizeInt8, quantizeUint8 } from "./quantize";
 import { BOOL, FLOAT, FLOAT16, GraphBuilder, INT8, MS_DOMAIN, UINT8 } from "./onnx-builder";
 
 /** How a graph stores its weights: the dtypes of transformers.js' file names. */
-export type WeightFormat = "fp32" | "fp16" | "q8" | "int8" | "uint8" | "q4" | "q4f16";
+export type WeightFormat = "fp32" | "fp16" | "q8" | "int8" | "uint8" | "q4" | "q4f16" | "q2" | "q2f16";
 
-export const WEIGHT_FORMATS: readonly WeightFormat[] = ["fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16"];
+export const WEIGHT_FORMATS: readonly WeightFormat[] = [
+  "fp32",
+  "fp16",
+  "q8",
+  "int8",
+  "uint8",
+  "q4",
+  "q4f16",
+  "q2",
+  "q2f16",
+];
 
 /** Activations (and the KV cache, logits) are float16 in fp16 exports, float32 otherwise. */
-export const elemTypeOf = (f: WeightFormat) => (f === "fp16" || f === "q4f16" ? FLOAT16 : FLOAT);
+export const elemTypeOf = (f: WeightFormat) => (f === "fp16" || f === "q4f16" || f === "q2f16" ? FLOAT16 : FLOAT);
+
+/** MatMulNBits' bits of a block-quantized format (0: not one). */
+const nbitsOf = (f: WeightFormat) => (f === "q4" || f === "q4f16" ? 4 : f === "q2" || f === "q2f16" ? 2 : 0);
 
 export class Parts {
   readonly elem: number;
@@ -28,15 +41,16 @@ export class Parts {
     let y: string;
     if (this.format === "fp32" || this.format === "fp16") {
       y = g.op("MatMul", [x, g.floatTensor(name, [K, N], w, this.elem)]);
-    } else if (this.format === "q4" || this.format === "q4f16") {
-      const { packed, scales, blocks } = quantizeBlocks4(w, K, N);
-      const attrs: Record<string, number> = { K, N, bits: 4, block_size: 32 };
+    } else if (nbitsOf(this.format)) {
+      const bits = nbitsOf(this.format) as 2 | 4;
+      const { packed, scales, blocks, blob } = quantizeBlocks(w, K, N, bits);
+      const attrs: Record<string, number> = { K, N, bits, block_size: 32 };
       if (this.q4Accuracy) attrs.accuracy_level = this.q4Accuracy;
       y = g.op(
         "MatMulNBits",
         [
           x,
-          g.initializer(`${name}.q4`, UINT8, [N, blocks, 16], packed),
+          g.initializer(`${name}.q${bits}`, UINT8, [N, blocks, blob], packed),
           g.floatTensor(`${name}.scales`, [N * blocks], scales, this.elem),
         ],
         attrs,

@@ -1,6 +1,7 @@
 // Weight quantizers in the formats real ONNX exports use: per-tensor 8-bit for MatMulInteger
 // (onnxruntime's quantize_dynamic: model_quantized / model_int8 / model_uint8) and 4-bit blocks
-// for com.microsoft MatMulNBits (model_q4 / model_q4f16, symmetric, zero point 8).
+// for com.microsoft MatMulNBits (model_q4 / model_q4f16 and model_q2 / model_q2f16, symmetric,
+// onnxruntime's default zero point).
 
 /** W [K, N] row-major → int8 symmetric, zero point 0. */
 export function quantizeInt8(w: Float32Array): { q: Int8Array; scale: number } {
@@ -28,26 +29,31 @@ export function quantizeUint8(w: Float32Array): { q: Uint8Array; scale: number; 
 }
 
 /**
- * W [K, N] → MatMulNBits' B [N, K / block, block / 2] (two 4-bit values a byte, low nibble
- * first) and scales [N * K / block]; value = (nibble - 8) * scale.
+ * W [K, N] → MatMulNBits' B [N, K / block, block × bits / 8] (values packed from the low bits of
+ * each byte up) and scales [N * K / block]; value = (q - 2^(bits-1)) * scale, onnxruntime's
+ * default zero point. bits 4: model_q4 / model_q4f16; bits 2: model_q2 / model_q2f16.
  */
-export function quantizeBlocks4(w: Float32Array, K: number, N: number, block = 32) {
+export function quantizeBlocks(w: Float32Array, K: number, N: number, bits: 2 | 4 = 4, block = 32) {
   if (K % block !== 0) throw new Error(`K (${K}) must be a multiple of the block size (${block})`);
   const blocks = K / block;
-  const packed = new Uint8Array(N * blocks * (block / 2));
+  const blob = (block * bits) / 8;
+  const zeroPoint = 2 ** (bits - 1);
+  const top = 2 ** bits - 1;
+  const packed = new Uint8Array(N * blocks * blob);
   const scales = new Float32Array(N * blocks);
   for (let n = 0; n < N; n++) {
     for (let b = 0; b < blocks; b++) {
       let amax = 0;
       for (let i = 0; i < block; i++) amax = Math.max(amax, Math.abs(w[(b * block + i) * N + n]));
-      const scale = amax > 0 ? amax / 7 : 1;
+      const scale = amax > 0 ? amax / (zeroPoint - 1) : 1;
       scales[n * blocks + b] = scale;
-      const base = (n * blocks + b) * (block / 2);
+      const base = (n * blocks + b) * blob;
       for (let i = 0; i < block; i++) {
-        const q = Math.max(0, Math.min(15, Math.round(w[(b * block + i) * N + n] / scale) + 8));
-        packed[base + (i >> 1)] |= i & 1 ? q << 4 : q;
+        const q = Math.max(0, Math.min(top, Math.round(w[(b * block + i) * N + n] / scale) + zeroPoint));
+        const bit = i * bits;
+        packed[base + (bit >> 3)] |= q << (bit & 7);
       }
     }
   }
-  return { packed, scales, blocks };
+  return { packed, scales, blocks, blob };
 }

@@ -63,6 +63,12 @@ describe("deployment CLI", () => {
         /--dtype must be/,
         2,
       ],
+      // transformers.js' q1 files hold 1-bit weights, which onnxruntime cannot run: refused with why.
+      [
+        ["deployment:create", "--team", team.slug, "--name", "d", "--model", model, "--dtype", "q1"],
+        /--dtype q1 is not supported \(1-bit weights, which onnxruntime's CPU kernels do not run\); must be one of .*q2, q2f16/,
+        2,
+      ],
       // The generated tiny model ships fp32 only: a dtype it lacks is refused, naming what it has.
       [
         ["deployment:create", "--team", team.slug, "--name", "d", "--model", model, "--dtype", "q4"],

@@ -283,13 +283,21 @@ describe("hub downloads", () => {
 describe("model dtypes", () => {
   it("lists a hub repository's dtypes and auto's choice without downloading it", async () => {
     const before = server.requests.length;
-    expect(await modelDtypes("org/tiny", hub(await newCache()))).toEqual({ dtypes: ["fp32", "q4"], auto: "q4" });
+    expect(await modelDtypes("org/tiny", hub(await newCache()))).toEqual({
+      dtypes: ["fp32", "q4"],
+      auto: "q4",
+      unsupported: [],
+    });
     // The listing comes in pages of 4 entries (Link: rel="next"); then config.json alone.
     const paths = since(before).map((r) => r.path.split("?")[0]);
     expect(paths.length).toBeGreaterThan(2);
     expect(paths.slice(0, -1).every((p) => p === "/api/models/org/tiny/tree/main")).toBe(true);
     expect(paths.at(-1)).toBe("/org/tiny/resolve/main/config.json");
-    expect(await modelDtypes(await llamaModelDir())).toEqual({ dtypes: ["fp32", "fp16"], auto: "fp32" });
+    expect(await modelDtypes(await llamaModelDir())).toEqual({
+      dtypes: ["fp32", "fp16"],
+      auto: "fp32",
+      unsupported: [],
+    });
     await expect(modelDtypes("org/private", hub(await newCache()))).rejects.toMatchObject({ reason: "unauthorized" });
   });
 });

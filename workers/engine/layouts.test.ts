@@ -77,6 +77,13 @@ const CASES: Case[] = [
     layout: "padded",
     shares: "all",
   },
+  ...(["q2", "q2f16"] as const).map((dtype) => ({
+    name: `llama ${dtype} (2-bit MatMulNBits)`,
+    dir: () => llamaLayoutDir("two-bit"),
+    dtype,
+    layout: "padded" as const,
+    shares: "all" as const,
+  })),
   {
     name: "llama, num_logits_to_keep + use_cache_branch",
     dir: () => llamaLayoutDir("extra-inputs"),

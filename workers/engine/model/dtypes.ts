@@ -1,5 +1,5 @@
 // The dtypes of transformers.js model repos: which ONNX file each names, and which one `auto` picks.
-export const DTYPES = ["fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4"] as const;
+export const DTYPES = ["fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4", "q2", "q2f16"] as const;
 export type Dtype = (typeof DTYPES)[number];
 export type DtypeChoice = Dtype | "auto";
 
@@ -13,6 +13,19 @@ export const DTYPE_SUFFIX: Record<Dtype, string> = {
   q4: "_q4",
   q4f16: "_q4f16",
   bnb4: "_bnb4",
+  q2: "_q2",
+  q2f16: "_q2f16",
+};
+
+const ONE_BIT = "1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run (they take 2, 4 and 8 bits)";
+
+/**
+ * Dtypes transformers.js names (v4.1+) that this engine cannot run, with why: their files are
+ * recognised (and named in errors) but never chosen.
+ */
+export const UNSUPPORTED_DTYPES: Record<string, { suffix: string; why: string }> = {
+  q1: { suffix: "_q1", why: ONE_BIT },
+  q1f16: { suffix: "_q1f16", why: ONE_BIT },
 };
 
 export const isDtype = (v: unknown): v is Dtype => typeof v === "string" && (DTYPES as readonly string[]).includes(v);
@@ -45,7 +58,18 @@ export function externalDataFiles(onnxFile: string, files: readonly string[]): s
  * What `auto` prefers, best first, among the graph files a model ships (see docs/api.md,
  * "dtype"; figures from `npm run bench -- engine` on this project's 2-core machines).
  */
-export const AUTO_PREFERENCE: readonly Dtype[] = ["q8", "q4", "fp32", "int8", "uint8", "fp16", "q4f16", "bnb4"];
+export const AUTO_PREFERENCE: readonly Dtype[] = [
+  "q8",
+  "int8",
+  "uint8",
+  "q4",
+  "fp32",
+  "fp16",
+  "q4f16",
+  "bnb4",
+  "q2",
+  "q2f16",
+];
 
 /**
  * Resolves `auto`: the publisher's choice in config.json (transformers.js_config.dtype, as

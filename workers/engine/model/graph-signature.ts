@@ -54,6 +54,23 @@ export const lastTokenOutput = (present: string) => `${present}.last_token`;
 export const usesGroupQueryAttention = (graph: GraphOps) => graph.ops.has("com.microsoft:GroupQueryAttention");
 export const quantizesPerTensor = (graph: GraphOps) => PER_TENSOR_QUANT.some((op) => graph.ops.has(op));
 
+/** The MatMulNBits widths onnxruntime's CPU kernels run (1.30: others fail when the session is created). */
+export const RUNNABLE_WEIGHT_BITS = [2, 4, 8];
+
+/**
+ * Refuses, before a session is made, a graph whose block-quantized weights onnxruntime's CPU
+ * kernels cannot run (1-bit MatMulNBits: transformers.js' q1 / q1f16 files).
+ */
+export function checkWeightBits(id: string, file: string, graph: GraphOps) {
+  const bits = [...graph.weightBits].filter((b) => !RUNNABLE_WEIGHT_BITS.includes(b)).sort((a, b) => a - b);
+  if (bits.length)
+    throw loadError(
+      "unsupported_layout",
+      `model ${id} (${file}) has ${bits.join(", ")}-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run ` +
+        `(they take ${RUNNABLE_WEIGHT_BITS.join(", ")} bits): deploy another dtype of it`,
+    );
+}
+
 export function readGraphSignature(
   id: string,
   inputs: readonly ValueMeta[],

@@ -172,6 +172,7 @@ function graph(tail: ScannedNode[], extra: Partial<GraphOps> = {}): GraphOps {
     outputs: ["logits"],
     opset: 17,
     nodes,
+    weightBits: new Set(),
     ...extra,
   };
 }

@@ -5,8 +5,8 @@ import path from "node:path";
 import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import { resolveChatTemplate, type ChatTemplateSource } from "../chat-template";
 import { isEngineError, loadError } from "../errors";
-import { isDtypeChoice, type Dtype, type DtypeChoice } from "./dtypes";
-import { readGraphSignature, type GraphSignature } from "./graph-signature";
+import { isDtypeChoice, UNSUPPORTED_DTYPES, type Dtype, type DtypeChoice } from "./dtypes";
+import { checkWeightBits, readGraphSignature, type GraphSignature } from "./graph-signature";
 import { downloadModel } from "./hub/download";
 import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
@@ -66,7 +66,12 @@ export interface LoadModelOptions {
 
 export async function loadModel(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
   const requested = opts.dtype ?? "auto";
-  if (!isDtypeChoice(requested)) throw loadError("missing_dtype", `unknown dtype ${JSON.stringify(requested)}`);
+  if (!isDtypeChoice(requested)) {
+    const unsupported = Object.hasOwn(UNSUPPORTED_DTYPES, requested) ? UNSUPPORTED_DTYPES[requested] : null;
+    throw unsupported
+      ? loadError("unsupported_layout", `dtype ${requested} cannot be served: ${unsupported.why}`)
+      : loadError("missing_dtype", `unknown dtype ${JSON.stringify(requested)}`);
+  }
   // transformers.js only ever reads local files: hub downloads are ours (hub/download.ts).
   env.allowRemoteModels = false;
   env.allowLocalModels = true;
@@ -90,6 +95,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
     graphOps = scanOnnxOps(path.join(dir, choice.graph));
+    checkWeightBits(id, choice.graph, graphOps);
     session = await createGraphSession(
       path.join(dir, choice.graph),
       opts.session,

@@ -5,13 +5,15 @@ import { loadError } from "../errors";
 import { availableDtypes, chooseAutoDtype, type Dtype } from "./dtypes";
 import { hubFetch, hubError, listRepoFiles, resolveUrl } from "./hub/hub-client";
 import { hubOptionsFromEnv, parseHubId, type HubOptions } from "./hub/hub-config";
-import { isLocalPath, readModelFolder } from "./model-folder";
+import { isLocalPath, readModelFolder, unsupportedGraph } from "./model-folder";
 
 export interface ModelDtypes {
   /** Dtypes with a graph file, in transformers.js' order. */
   dtypes: Dtype[];
   /** What `auto` resolves to (null: no graph at all). */
   auto: Dtype | null;
+  /** Graph files of dtypes the engine cannot run, with why ("onnx/model_q1.onnx (q1: 1-bit …)"). */
+  unsupported: string[];
 }
 
 /** Local folders are read; hub ids are listed (and their config.json fetched) on HF_ENDPOINT. */
@@ -37,5 +39,6 @@ export async function modelDtypes(id: string, hubOverrides: Partial<HubOptions> 
   }
   const dtypes = availableDtypes(files);
   const jsConfig = (config["transformers.js_config"] ?? {}) as Record<string, unknown>;
-  return { dtypes, auto: chooseAutoDtype(dtypes, jsConfig.dtype) };
+  const unsupported = files.map(unsupportedGraph).filter((f) => f !== null);
+  return { dtypes, auto: chooseAutoDtype(dtypes, jsConfig.dtype), unsupported };
 }

@@ -1,11 +1,15 @@
 // Which graph file a dtype names, what `auto` picks, and what the graph scan finds.
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { FLOAT, GraphBuilder, MS_DOMAIN, UINT8 } from "@/scripts/tiny-model/onnx-builder";
 import { AUTO_PREFERENCE, DTYPES, externalDataFiles, onnxFileFor } from "./dtypes";
 import { chooseGraph } from "./model-folder";
 import { scanOnnxOps } from "./onnx-scan";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
 import { loadModel } from "./load-model";
+import { modelDtypes } from "./model-dtypes";
 
 const repo = (...files: string[]) => ["config.json", "tokenizer.json", ...files];
 
@@ -20,7 +24,21 @@ describe("dtype files", () => {
       q4: "onnx/model_q4.onnx",
       q4f16: "onnx/model_q4f16.onnx",
       bnb4: "onnx/model_bnb4.onnx",
+      q2: "onnx/model_q2.onnx",
+      q2f16: "onnx/model_q2f16.onnx",
     });
+  });
+
+  it("names q1 files (1-bit weights, which onnxruntime cannot run) and never picks them", () => {
+    const files = repo("onnx/model_q1.onnx", "onnx/model_q1f16.onnx");
+    const why = "1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run (they take 2, 4 and 8 bits)";
+    expect(() => chooseGraph("org/m", files, "auto", { "transformers.js_config": { dtype: "q1" } })).toThrow(
+      expect.objectContaining({
+        reason: "unsupported_layout",
+        message: `model org/m has no graph this engine can run; it has: onnx/model_q1.onnx (q1: ${why}), onnx/model_q1f16.onnx (q1f16: ${why})`,
+      }),
+    );
+    expect(chooseGraph("org/m", [...files, "onnx/model_q2f16.onnx"], "auto", {}).dtype).toBe("q2f16");
   });
 
   it("finds external data files, split ones included, and only those of the graph", () => {
@@ -81,6 +99,39 @@ describe("dtype files", () => {
       ),
     });
     await expect(loadModel(dir, { dtype: "q3" as never })).rejects.toMatchObject({ message: 'unknown dtype "q3"' });
+    await expect(loadModel(dir, { dtype: "q1" as never })).rejects.toMatchObject({
+      reason: "unsupported_layout",
+      message: expect.stringMatching(/^dtype q1 cannot be served: 1-bit MatMulNBits weights/),
+    });
+  });
+
+  it("refuses a graph with 1-bit MatMulNBits weights before onnxruntime reads it, naming the width", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-q1-"));
+    await cp(await llamaLayoutDir("two-bit"), dir, { recursive: true });
+    // The q2 file's name, a 1-bit layer inside (onnxruntime 1.30 fails such a session at creation).
+    const g = new GraphBuilder();
+    g.inputs.push(g.valueInfo("x", FLOAT, ["n", 64]));
+    g.outputs.push(g.valueInfo("y", FLOAT, ["n", 8]));
+    g.initializer("w", UINT8, [8, 2, 4], new Uint8Array(64));
+    g.initializer("s", FLOAT, [16], new Float32Array(16).fill(1));
+    g.op("MatMulNBits", ["x", "w", "s"], { K: 64, N: 8, bits: 1, block_size: 32 }, "y", MS_DOMAIN);
+    await writeFile(path.join(dir, "onnx/model_q2.onnx"), g.encode(17).graph);
+    await writeFile(path.join(dir, "onnx/model_q1.onnx"), g.encode(17).graph);
+    // Listing (the CLI's check at deployment:create): q1 is named with why, never offered.
+    expect(await modelDtypes(dir)).toEqual({
+      dtypes: ["q2", "q2f16"],
+      auto: "q2",
+      unsupported: [
+        "onnx/model_q1.onnx (q1: 1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run (they take 2, 4 and 8 bits))",
+      ],
+    });
+    await expect(loadModel(dir, { dtype: "q2" })).rejects.toMatchObject({
+      reason: "unsupported_layout",
+      message:
+        `model ${dir} (onnx/model_q2.onnx) has 1-bit MatMulNBits weights, which onnxruntime's CPU kernels ` +
+        "do not run (they take 2, 4, 8 bits): deploy another dtype of it",
+    });
+    await rm(dir, { recursive: true, force: true });
   });
 });
 
@@ -89,6 +140,10 @@ describe("graph scan", () => {
     const dtypes = await llamaDtypesDir();
     const q4 = scanOnnxOps(path.join(dtypes, "onnx/model_q4.onnx")).ops;
     expect(q4.has("com.microsoft:MatMulNBits")).toBe(true);
+    expect(scanOnnxOps(path.join(dtypes, "onnx/model_q4.onnx")).weightBits).toEqual(new Set([4]));
+    const twoBit = await llamaLayoutDir("two-bit");
+    expect(scanOnnxOps(path.join(twoBit, "onnx/model_q2f16.onnx")).weightBits).toEqual(new Set([2]));
+    expect(scanOnnxOps(path.join(dtypes, "onnx/model.onnx")).weightBits).toEqual(new Set());
     expect(q4.has(":MatMul")).toBe(true); // attention products stay float
     const q8 = scanOnnxOps(path.join(dtypes, "onnx/model_quantized.onnx")).ops;
     expect([...q8].filter((o) => o.includes("Integer") || o.includes("Dynamic")).sort()).toEqual([

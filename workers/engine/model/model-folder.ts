@@ -9,6 +9,7 @@ import {
   DTYPE_SUFFIX,
   externalDataFiles,
   onnxFileFor,
+  UNSUPPORTED_DTYPES,
   type Dtype,
   type DtypeChoice,
 } from "./dtypes";
@@ -48,7 +49,10 @@ export function readModelFolder(dir: string, id: string): ModelFolder {
   return { dir, config, generationConfig, onnxFiles };
 }
 
-/** "onnx/model.onnx (fp32), onnx/model_q4.onnx (q4)", or why there is nothing. */
+/**
+ * "onnx/model.onnx (fp32), onnx/model_q4.onnx (q4)", files of dtypes the engine cannot run with
+ * why ("onnx/model_q1.onnx (q1: 1-bit …)"), or why there is nothing.
+ */
 export function describeGraphs(files: readonly string[]): string {
   const graphs = files.filter((f) => f.startsWith("onnx/") && f.endsWith(".onnx"));
   if (graphs.length === 0)
@@ -56,9 +60,16 @@ export function describeGraphs(files: readonly string[]): string {
   return graphs
     .map((f) => {
       const dtype = (Object.keys(DTYPE_SUFFIX) as Dtype[]).find((d) => onnxFileFor(d) === f);
-      return dtype ? `${f} (${dtype})` : f;
+      if (dtype) return `${f} (${dtype})`;
+      return unsupportedGraph(f) ?? f;
     })
     .join(", ");
+}
+
+/** "onnx/model_q1.onnx (q1: 1-bit …)" for the graph file of a dtype the engine cannot run, else null. */
+export function unsupportedGraph(file: string): string | null {
+  const hit = Object.entries(UNSUPPORTED_DTYPES).find(([, u]) => `onnx/model${u.suffix}.onnx` === file);
+  return hit ? `${file} (${hit[0]}: ${hit[1].why})` : null;
 }
 
 export interface GraphChoice {
@@ -80,11 +91,15 @@ export function chooseGraph(
 ): GraphChoice {
   const available = availableDtypes(files);
   const jsConfig = (config["transformers.js_config"] ?? {}) as Record<string, unknown>;
-  if (available.length === 0)
+  if (available.length === 0) {
+    const unsupported = files.some((f) => unsupportedGraph(f) !== null);
     throw loadError(
-      "invalid_model",
-      `model ${id} has no ONNX graph (onnx/model.onnx, or onnx/model_<dtype>.onnx); it has: ${describeGraphs(files)}`,
+      unsupported ? "unsupported_layout" : "invalid_model",
+      unsupported
+        ? `model ${id} has no graph this engine can run; it has: ${describeGraphs(files)}`
+        : `model ${id} has no ONNX graph (onnx/model.onnx, or onnx/model_<dtype>.onnx); it has: ${describeGraphs(files)}`,
     );
+  }
   const dtype = requested === "auto" ? chooseAutoDtype(available, jsConfig.dtype)! : requested;
   if (!available.includes(dtype))
     throw loadError(

@@ -17,6 +17,8 @@ export interface GraphOps {
   opset: number;
   /** The main graph's nodes, in file order ("domain:OpType", input and output names). */
   nodes: ScannedNode[];
+  /** The `bits` of every com.microsoft MatMulNBits node (block-quantized weights), subgraphs included. */
+  weightBits: Set<number>;
 }
 
 export interface ScannedNode {
@@ -88,6 +90,7 @@ export function scanOnnxOps(file: string): GraphOps {
     const inputs: string[] = [];
     const outputs: string[] = [];
     const nodes: ScannedNode[] = [];
+    const weightBits = new Set<number>();
     let opset = 0;
     while (r.pos < size) {
       const tag = r.varint();
@@ -102,7 +105,7 @@ export function scanOnnxOps(file: string): GraphOps {
           else if (f === GRAPH_NODE) {
             const node = onnx.NodeProto.decode(r.bytes(r.varint()));
             nodes.push({ op: opKey(node), inputs: node.input ?? [], outputs: node.output ?? [] });
-            addNode(node, ops);
+            addNode(node, ops, weightBits);
           } else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
         }
       } else if (field === MODEL_OPSET_IMPORT && wire === 2) {
@@ -110,7 +113,7 @@ export function scanOnnxOps(file: string): GraphOps {
         if (!set.domain || set.domain === "ai.onnx") opset = Number(set.version);
       } else r.skip(wire);
     }
-    return { ops, inputs, outputs, opset, nodes };
+    return { ops, inputs, outputs, opset, nodes, weightBits };
   } finally {
     closeSync(fd);
   }
@@ -121,14 +124,16 @@ type Graph = InstanceType<typeof onnx.GraphProto>;
 
 const opKey = (node: Node) => `${node.domain === "ai.onnx" ? "" : (node.domain ?? "")}:${node.opType}`;
 
-function addNode(node: Node, ops: Set<string>) {
-  ops.add(opKey(node));
+function addNode(node: Node, ops: Set<string>, weightBits: Set<number>) {
+  const key = opKey(node);
+  ops.add(key);
   for (const a of node.attribute ?? []) {
-    if (a.g) addGraph(a.g as Graph, ops);
-    for (const g of a.graphs ?? []) addGraph(g as Graph, ops);
+    if (key === "com.microsoft:MatMulNBits" && a.name === "bits") weightBits.add(Number(a.i));
+    if (a.g) addGraph(a.g as Graph, ops, weightBits);
+    for (const g of a.graphs ?? []) addGraph(g as Graph, ops, weightBits);
   }
 }
 
-function addGraph(g: Graph, ops: Set<string>) {
-  for (const n of g.node ?? []) addNode(n as Node, ops);
+function addGraph(g: Graph, ops: Set<string>, weightBits: Set<number>) {
+  for (const n of g.node ?? []) addNode(n as Node, ops, weightBits);
 }

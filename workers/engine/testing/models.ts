@@ -29,7 +29,7 @@ export const llamaDtypesDir = () =>
 
 /** Generated llama variants, one per graph layout real exports use. */
 export const llamaLayoutDir = (
-  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute",
+  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute" | "two-bit",
 ) =>
   cachedTinyModel({
     family: "llama",
@@ -40,5 +40,7 @@ export const llamaLayoutDir = (
       "extra-inputs": { numLogitsToKeep: true, useCacheBranch: true },
       // MatMulNBits accuracy_level 4, as onnxruntime-genai's CPU int4 exports (and the bench's q4).
       "q4-int8-compute": { dtypes: ["q4" as const], q4Accuracy: 4 },
+      // 2-bit MatMulNBits (transformers.js v4.1+'s q2 and q2f16 files).
+      "two-bit": { dtypes: ["q2" as const, "q2f16" as const] },
     }[layout],
   });
