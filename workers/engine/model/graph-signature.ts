@@ -9,7 +9,7 @@ export type KvType = "float32" | "float16";
 export interface KvEntry {
   past: string;
   present: string;
-  /** The output holding present's last position alone (./last-token-outputs.ts), when the graph has it. */
+  /** The output holding present's fed positions alone (./last-token-outputs.ts), when the graph has it. */
   lastToken?: string;
 }
 

@@ -11,6 +11,9 @@ import { lastTokenOutput } from "./graph-signature";
 import { lastPositionHead, modelWithWeightsByReference, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type OrtTensor } from "./session";
+import { GraphIo } from "./layouts/feeds";
+import type { PrefillState } from "./layouts/layout";
+import { loadModel } from "./load-model";
 
 /** One pass of 3 rows × 1 new token over `past` columns (with `slice`'s last-token outputs), fetching `outputs`. */
 async function pass(file: string, slice: string[], outputs: string[]) {
@@ -176,6 +179,55 @@ function graph(tail: ScannedNode[], extra: Partial<GraphOps> = {}): GraphOps {
     ...extra,
   };
 }
+
+describe("a prompt prefilled in chunks", () => {
+  // GraphIo.prefill fetches only each chunk's columns (the last S of each present) into buffers
+  // sized for the prompt, re-strided in place: the same cache and logits, bit for bit, as fetching
+  // the whole presents after every chunk (the same session, its new-column outputs ignored).
+  it.each([
+    ["standard (padded)", () => llamaDtypesDir(), "fp32"],
+    ["float16 cache", () => llamaDtypesDir(), "fp16"],
+    ["per-tensor quantized (q8)", () => llamaDtypesDir(), "q8"],
+    ["no position_ids", () => llamaLayoutDir("no-position-ids"), "fp32"],
+  ] as const)("%s: equals fetching the whole presents", async (_, dir, dtype) => {
+    const m = await loadModel(await dir(), { dtype });
+    try {
+      const sig = m.info.graph;
+      expect(sig.kv.entries.every((e) => e.lastToken)).toBe(true);
+      const inPlace = new GraphIo(sig, m.session, m.info.vocabSize);
+      const whole = new GraphIo(
+        { ...sig, kv: { ...sig.kv, entries: sig.kv.entries.map(({ past, present }) => ({ past, present })) } },
+        m.session,
+        m.info.vocabSize,
+      );
+      const ids = m.tokenizer.encode("The bridge was built two hundred years ago with stones from the hills, and");
+      expect(ids.length).toBeGreaterThan(12);
+      let a: { state: PrefillState; logits: Float32Array } | null = null;
+      let b: { state: PrefillState; logits: Float32Array } | null = null;
+      for (const [start, end] of [
+        [0, 5],
+        [5, 6],
+        [6, 12],
+        [12, ids.length],
+      ]) {
+        a = await inPlace.prefill(a?.state ?? null, ids, start, end);
+        b = await whole.prefill(b?.state ?? null, ids, start, end);
+        expect(a.state.length).toBe(end);
+        expect(Array.from(a.logits)).toEqual(Array.from(b.logits));
+        a.state.presents.forEach((t, i) => {
+          expect(t.dims).toEqual(b!.state.presents[i].dims);
+          expect(Array.from(t.data as ArrayLike<number>), sig.kv.entries[i].past).toEqual(
+            Array.from(b!.state.presents[i].data as ArrayLike<number>),
+          );
+        });
+      }
+      expect(a!.state.buffers?.length).toBe(sig.kv.entries.length);
+      expect(b!.state.buffers).toBeUndefined();
+    } finally {
+      await m.dispose();
+    }
+  });
+});
 
 describe("lastPositionHead", () => {
   it("finds a MatMul head, also behind casts, a bias and a softcap", () => {

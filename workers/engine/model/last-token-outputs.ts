@@ -9,8 +9,10 @@
 // step, and the garbage collector runs a mark-compact every few steps to release it.
 //
 // The layouts need only the fed token's column of each present. So the graph gets one Slice per
-// present (the last position along the sequence axis) as an extra output, and the layouts fetch
-// those, [rows, heads, 1, head_dim]: the full presents stay inside onnxruntime's arena. In a
+// present (the last S positions along the sequence axis, S = the positions fed: 1 when decoding)
+// as an extra output, and the layouts fetch those, [rows, heads, 1, head_dim]: the full presents
+// stay inside onnxruntime's arena. A prompt's chunks fetch theirs the same way ([1, heads, S,
+// head_dim], see GraphIo.prefill). In a
 // GroupQueryAttention graph each row's new column is at its own length (seqlens_k), so there a
 // GatherElements at seqlens_k takes the Slice's place. The new nodes are appended to the model
 // bytes as a second `graph` field of the ModelProto: protobuf merges repeated occurrences of a
@@ -190,10 +192,19 @@ function withLastTokenOutputs(
         node(`lmp_last_token_${i}`, "GatherElements", [p, "lmp_column_index"], [lastTokenOutput(p)], [int("axis", 2)]),
       ),
     );
-  } else
+  } else if (presents.length > 0) {
+    // The fed positions' columns: the last S of each present, S = input_ids' sequence length (1
+    // when decoding; a prompt chunk's length when prefilling, see GraphIo.prefill).
+    initializer.push(int64("lmp_fed_from", [1]), int64("lmp_fed_to", [2]));
     nodes.push(
-      ...presents.map((p, i) => node(`lmp_last_token_${i}`, "Slice", [p, starts, ends, axes], [lastTokenOutput(p)])),
+      node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]),
+      node("lmp_fed_count", "Slice", ["lmp_fed_shape", "lmp_fed_from", "lmp_fed_to"], ["lmp_fed_count"]),
+      node("lmp_fed_starts", "Neg", ["lmp_fed_count"], ["lmp_fed_starts"]),
+      ...presents.map((p, i) =>
+        node(`lmp_last_token_${i}`, "Slice", [p, "lmp_fed_starts", ends, axes], [lastTokenOutput(p)]),
+      ),
     );
+  }
   if (head) nodes.push(node(LAST_POSITION, "Slice", [head.source, starts, ends, sequenceAxis], [LAST_POSITION]));
   const graph = onnx.GraphProto.create({
     initializer,

@@ -74,26 +74,42 @@ export class GraphIo {
     return { tensor, rows: half ? Array.from({ length: B }, () => new Float32Array(V)) : [] };
   }
 
-  /** Runs prompt tokens [start, end) of one sequence on top of `state`. */
+  /**
+   * Runs prompt tokens [start, end) of one sequence on top of `state`. A graph with new-column
+   * outputs (model/last-token-outputs.ts; not GroupQueryAttention's, which gather one column) hands
+   * back only the chunk's columns: they go into buffers sized for the whole prompt, its cache so far
+   * re-strided in place, where fetching the presents copied the whole cache into new buffers after
+   * every chunk (a 2,048-token prompt in 128-token chunks: 17,408 columns instead of 2,048).
+   */
   async prefill(state: PrefillState | null, ids: readonly number[], start: number, end: number) {
     const { kv } = this.sig;
     const S = end - start;
+    const D = kv.headDim;
+    const inPlace = !this.sig.groupQueryAttention && kv.entries.every((e) => e.lastToken);
     const feeds = {
       ...this.inputs(ids.slice(start, end), 1, S, () => Array.from({ length: S }, (_, i) => start + i), start > 0),
       attention_mask: onesMask(1, end),
-      ...this.past(state?.presents ?? kv.entries.map(() => newKvArray(kv.type, 0)), [1, kv.heads, 0, kv.headDim]),
+      ...this.past(state?.presents ?? kv.entries.map(() => newKvArray(kv.type, 0)), [1, kv.heads, start, D]),
     };
     const fetches: Record<string, OrtTensor | null> = { logits: null };
-    for (const e of kv.entries) fetches[e.present] = null;
+    for (const e of kv.entries) fetches[inPlace ? e.lastToken! : e.present] = null;
     const out = await this.session.run(feeds, fetches);
-    const presents = kv.entries.map((e) => out[e.present]);
-    return { state: { presents, length: end }, logits: this.lastLogits(out.logits, 1)[0] };
+    const logits = this.lastLogits(out.logits, 1)[0];
+    if (!inPlace) return { state: { presents: kv.entries.map((e) => out[e.present]), length: end }, logits };
+    const buffers = state?.buffers ?? kv.entries.map(() => newKvArray(kv.type, kv.heads * ids.length * D));
+    const presents = kv.entries.map((e, i) => {
+      const buf = buffers[i];
+      restrideBlocks(buf, kv.heads, D, start, end, start);
+      copyRow(kvData(out[e.lastToken!]), 0, S, buf, 0, end, S, kv.heads, D, start);
+      return kvTensor(kv.type, buf.subarray(0, kv.heads * end * D), [1, kv.heads, end, D]);
+    });
+    return { state: { presents, length: end, buffers }, logits };
   }
 }
 
 /**
  * Copies `length` columns of row `row` of a [rows, heads, stride, D] cache into row `toRow` of a
- * [*, heads, toStride, D] one (columns 0.. of both).
+ * [*, heads, toStride, D] one (columns 0.. of the source, from column `at` of the destination).
  */
 export function copyRow(
   src: KvArray,
@@ -105,10 +121,33 @@ export function copyRow(
   length: number,
   heads: number,
   D: number,
+  at = 0,
 ) {
   for (let h = 0; h < heads; h++) {
     const from = (row * heads + h) * stride * D;
-    dst.set(src.subarray(from, from + length * D), (toRow * heads + h) * toStride * D);
+    dst.set(src.subarray(from, from + length * D), ((toRow * heads + h) * toStride + at) * D);
+  }
+}
+
+/**
+ * Re-strides `blocks` consecutive blocks (a cache's rows × heads) from `from` to `to` columns
+ * each, in place, keeping the first `length` columns of each (or length(b) of block b). Growing,
+ * blocks move up: last first; shrinking, they move down: first first. Either way a block is
+ * written only over columns whose contents have already moved. The buffer must hold blocks × to.
+ */
+export function restrideBlocks(
+  buf: KvArray,
+  blocks: number,
+  D: number,
+  from: number,
+  to: number,
+  length: number | ((block: number) => number),
+) {
+  if (from === to) return;
+  for (let k = 0; k < blocks; k++) {
+    const b = to > from ? blocks - 1 - k : k;
+    const len = typeof length === "number" ? length : length(b);
+    buf.copyWithin(b * to * D, b * from * D, (b * from + len) * D);
   }
 }
 

@@ -15,7 +15,7 @@
 //    took 360 ms to touch, against 5 ms to copy the rows into them).
 // Columns past a row's length hold stale (finite) keys and values; the graphs mask them out.
 import type { PrefillState } from "./layout";
-import { copyRow, kvData } from "./feeds";
+import { copyRow, kvData, restrideBlocks } from "./feeds";
 import { newKvArray, type KvArray } from "../session";
 
 export interface KvShape {
@@ -158,16 +158,8 @@ export class KvRows {
       return;
     }
     const { heads, headDim: D } = this.shape;
-    const blocks = this.size * heads;
-    // Growing, blocks move up: last first. Shrinking, they move down: first first. Either way a
-    // block is written only over columns whose contents have already moved.
-    for (const buf of this.buffers) {
-      for (let k = 0; k < blocks; k++) {
-        const b = stride > old ? blocks - 1 - k : k;
-        const len = this.lengths[Math.floor(b / heads)];
-        buf.copyWithin(b * stride * D, b * old * D, (b * old + len) * D);
-      }
-    }
+    for (const buf of this.buffers)
+      restrideBlocks(buf, this.size * heads, D, old, stride, (b) => this.lengths[Math.floor(b / heads)]);
     this.moved += this.lengths.reduce((a, len) => a + len, 0) * heads * D * this.buffers.length * this.elemBytes;
     this.stride = stride;
   }

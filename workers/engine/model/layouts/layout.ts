@@ -1,12 +1,17 @@
 // The seam between the scheduler and a graph layout. The scheduler prefills one sequence at a
 // time and decodes all running sequences in steps; how the KV cache is stored, how positions
 // reach the graph and how many passes a step takes belong to the layout (see ./index.ts).
-import type { OrtTensor } from "../session";
+import type { KvArray, OrtTensor } from "../session";
 
-/** One prefilled sequence: its cache as the graph returned it ([1, heads, length, head_dim] per entry). */
+/** One prefilled sequence: its cache, [1, heads, length, head_dim] per entry. */
 export interface PrefillState {
   presents: OrtTensor[];
   length: number;
+  /**
+   * Buffers sized for the whole prompt that `presents` are views of, when the graph hands back
+   * only a chunk's columns (GraphIo.prefill): the next chunk's columns go in there.
+   */
+  buffers?: KvArray[];
 }
 
 export interface DecodeBatch {
