@@ -189,6 +189,7 @@ describe("a prompt prefilled in chunks", () => {
     ["float16 cache", () => llamaDtypesDir(), "fp16"],
     ["per-tensor quantized (q8)", () => llamaDtypesDir(), "q8"],
     ["no position_ids", () => llamaLayoutDir("no-position-ids"), "fp32"],
+    ["GroupQueryAttention", () => llamaLayoutDir("gqa"), "fp32"],
   ] as const)("%s: equals fetching the whole presents", async (_, dir, dtype) => {
     const m = await loadModel(await dir(), { dtype });
     try {

@@ -12,10 +12,9 @@
 // present (the last S positions along the sequence axis, S = the positions fed: 1 when decoding)
 // as an extra output, and the layouts fetch those, [rows, heads, 1, head_dim]: the full presents
 // stay inside onnxruntime's arena. A prompt's chunks fetch theirs the same way ([1, heads, S,
-// head_dim], see GraphIo.prefill). In a
-// GroupQueryAttention graph each row's new column is at its own length (seqlens_k), so there a
-// GatherElements at seqlens_k takes the Slice's place. The new nodes are appended to the model
-// bytes as a second `graph` field of the ModelProto: protobuf merges repeated occurrences of a
+// head_dim], see GraphIo.prefill). In a GroupQueryAttention graph each row's new column is at its
+// own length (seqlens_k), so there a GatherElements of the S columns ending at seqlens_k takes the
+// Slice's place. The new nodes are appended to the model bytes as a second `graph` field of the ModelProto: protobuf merges repeated occurrences of a
 // message field, so the original nodes and outputs are untouched and nothing but the small
 // appended message is encoded here. They only read the presents, so the graph's own numbers do
 // not change (per-tensor quantized graphs included).
@@ -157,6 +156,8 @@ function withLastTokenOutputs(
       dataType: onnx.TensorProto.DataType.INT64,
       int64Data: values,
     });
+  const int64Scalar = (name: string, value: number) =>
+    onnx.TensorProto.create({ name, dims: [], dataType: onnx.TensorProto.DataType.INT64, int64Data: [value] });
   const node = (
     name: string,
     opType: string,
@@ -173,21 +174,31 @@ function withLastTokenOutputs(
   const initializer = [int64(starts, [-1]), int64(ends, [2 ** 31 - 1]), int64(axes, [2]), int64(sequenceAxis, [1])];
   const nodes: ReturnType<typeof onnx.NodeProto.create>[] = [];
   if (columnAt && presents.length > 0) {
-    // index[r, h, 0, d] = columnAt[r]: Expand of the [rows, 1, 1, 1] column to the present's
-    // [rows, heads, 1, head_dim] (its shape times [0, 1, 0, 1], plus [1, 0, 1, 0]), then one
-    // GatherElements along the sequence axis per present.
+    // The S positions fed end at each row's column columnAt[r] (the op's seqlens_k: one column
+    // when decoding, a prompt chunk's S columns when prefilling one row). index[r, h, s, d] =
+    // columnAt[r] + 1 - S + s: the [rows, 1, 1, 1] column plus Range(1 - S, 1) as [1, 1, S, 1],
+    // Expanded to the present's heads and head_dim (its shape times [0, 1, 0, 1], plus
+    // [1, 0, 1, 0]), then one GatherElements along the sequence axis per present.
     initializer.push(
       int64("lmp_column_rows", [-1, 1, 1, 1]),
       int64("lmp_column_keep", [0, 1, 0, 1]),
       int64("lmp_column_ones", [1, 0, 1, 0]),
+      int64("lmp_column_steps", [1, 1, -1, 1]),
+      int64Scalar("lmp_column_one", 1),
     );
     nodes.push(
       node("lmp_column_cast", "Cast", [columnAt], ["lmp_column_at"], [int("to", onnx.TensorProto.DataType.INT64)]),
       node("lmp_column_reshape", "Reshape", ["lmp_column_at", "lmp_column_rows"], ["lmp_column_per_row"]),
+      node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]),
+      node("lmp_fed_scalar", "Gather", ["lmp_fed_shape", "lmp_column_one"], ["lmp_fed_scalar"], [int("axis", 0)]),
+      node("lmp_column_first", "Sub", ["lmp_column_one", "lmp_fed_scalar"], ["lmp_column_first"]),
+      node("lmp_column_range", "Range", ["lmp_column_first", "lmp_column_one", "lmp_column_one"], ["lmp_column_range"]),
+      node("lmp_column_offsets", "Reshape", ["lmp_column_range", "lmp_column_steps"], ["lmp_column_offsets"]),
+      node("lmp_column_fed", "Add", ["lmp_column_per_row", "lmp_column_offsets"], ["lmp_column_fed"]),
       node("lmp_column_shape", "Shape", [presents[0]], ["lmp_present_shape"]),
       node("lmp_column_mul", "Mul", ["lmp_present_shape", "lmp_column_keep"], ["lmp_column_kept"]),
       node("lmp_column_add", "Add", ["lmp_column_kept", "lmp_column_ones"], ["lmp_column_dims"]),
-      node("lmp_column_expand", "Expand", ["lmp_column_per_row", "lmp_column_dims"], ["lmp_column_index"]),
+      node("lmp_column_expand", "Expand", ["lmp_column_fed", "lmp_column_dims"], ["lmp_column_index"]),
       ...presents.map((p, i) =>
         node(`lmp_last_token_${i}`, "GatherElements", [p, "lmp_column_index"], [lastTokenOutput(p)], [int("axis", 2)]),
       ),

@@ -76,8 +76,7 @@ export class GraphIo {
 
   /**
    * Runs prompt tokens [start, end) of one sequence on top of `state`. A graph with new-column
-   * outputs (model/last-token-outputs.ts; not GroupQueryAttention's, which gather one column) hands
-   * back only the chunk's columns: they go into buffers sized for the whole prompt, its cache so far
+   * outputs (model/last-token-outputs.ts) hands back only the chunk's columns: they go into buffers sized for the whole prompt, its cache so far
    * re-strided in place, where fetching the presents copied the whole cache into new buffers after
    * every chunk (a 2,048-token prompt in 128-token chunks: 17,408 columns instead of 2,048).
    */
@@ -85,7 +84,7 @@ export class GraphIo {
     const { kv } = this.sig;
     const S = end - start;
     const D = kv.headDim;
-    const inPlace = !this.sig.groupQueryAttention && kv.entries.every((e) => e.lastToken);
+    const inPlace = kv.entries.every((e) => e.lastToken);
     const feeds = {
       ...this.inputs(ids.slice(start, end), 1, S, () => Array.from({ length: S }, (_, i) => start + i), start > 0),
       attention_mask: onesMask(1, end),
