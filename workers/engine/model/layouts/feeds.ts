@@ -76,9 +76,10 @@ export class GraphIo {
 
   /**
    * Runs prompt tokens [start, end) of one sequence on top of `state`. A graph with new-column
-   * outputs (model/last-token-outputs.ts) hands back only the chunk's columns: they go into buffers sized for the whole prompt, its cache so far
-   * re-strided in place, where fetching the presents copied the whole cache into new buffers after
-   * every chunk (a 2,048-token prompt in 128-token chunks: 17,408 columns instead of 2,048).
+   * outputs (model/last-token-outputs.ts) hands back only the chunk's columns: they go into
+   * buffers sized for the whole prompt, its cache so far re-strided in place, where fetching the
+   * presents copied the whole cache into new buffers after every chunk (a 2,048-token prompt in
+   * 128-token chunks: 17,408 columns instead of 2,048).
    */
   async prefill(state: PrefillState | null, ids: readonly number[], start: number, end: number) {
     const { kv } = this.sig;
