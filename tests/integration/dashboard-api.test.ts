@@ -256,3 +256,24 @@ describe("playground stream", () => {
     ]);
   });
 });
+
+describe("deployments", () => {
+  it("refuse a dtype the engine cannot serve with the reason, creating nothing", async () => {
+    const { cookie } = await newUser();
+    const q1 = await as(cookie).post("/api/ui/deployments", { name: "one-bit", model: "org/m", dtype: "q1" });
+    expect(q1.status).toBe(400);
+    expect(q1.json).toMatchObject({
+      error: {
+        type: "invalid_request",
+        param: "dtype",
+        message: expect.stringMatching(
+          /^Invalid 'dtype': q1 is not supported \(1-bit weights, which onnxruntime's CPU kernels do not run\); must be one of auto, .*, q2, q2f16$/,
+        ),
+      },
+    });
+    const unknown = await as(cookie).post("/api/ui/deployments", { name: "q3", model: "org/m", dtype: "q3" });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error.message).toMatch(/^Invalid 'dtype': must be one of auto, /);
+    expect((await as(cookie).get("/api/ui/deployments")).json).toEqual([]);
+  });
+});
