@@ -1,7 +1,10 @@
 // The dtypes of transformers.js model repos: which ONNX file each names, and which one `auto` picks.
-export const DTYPES = ["fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4", "q2", "q2f16"] as const;
-export type Dtype = (typeof DTYPES)[number];
-export type DtypeChoice = Dtype | "auto";
+import { DTYPE_CHOICES, type DtypeChoice } from "@/lib/contracts/models";
+
+export type { DtypeChoice };
+export type Dtype = Exclude<DtypeChoice, "auto">;
+/** The dtypes a deployment may name (lib/contracts/models.ts), `auto` aside. */
+export const DTYPES: readonly Dtype[] = DTYPE_CHOICES.filter((d): d is Dtype => d !== "auto");
 
 /** transformers.js' DEFAULT_DTYPE_SUFFIX_MAPPING (v4): onnx/model{suffix}.onnx. */
 export const DTYPE_SUFFIX: Record<Dtype, string> = {

@@ -14,9 +14,9 @@
 // stay inside onnxruntime's arena. A prompt's chunks fetch theirs the same way ([1, heads, S,
 // head_dim], see GraphIo.prefill). In a GroupQueryAttention graph each row's new column is at its
 // own length (seqlens_k), so there a GatherElements of the S columns ending at seqlens_k takes the
-// Slice's place. The new nodes are appended to the model bytes as a second `graph` field of the ModelProto: protobuf merges repeated occurrences of a
-// message field, so the original nodes and outputs are untouched and nothing but the small
-// appended message is encoded here. They only read the presents, so the graph's own numbers do
+// Slice's place. The new nodes are appended to the model bytes as a second `graph` field of the
+// ModelProto: protobuf merges repeated occurrences of a message field, so the original nodes and
+// outputs are untouched and nothing but the small appended message is encoded here. They only read the presents, so the graph's own numbers do
 // not change (per-tensor quantized graphs included).
 //
 // The same goes for the logits of a prompt: a standard export computes them for every position
@@ -173,6 +173,8 @@ function withLastTokenOutputs(
   const sequenceAxis = "lmp_last_position_axes";
   const initializer = [int64(starts, [-1]), int64(ends, [2 ** 31 - 1]), int64(axes, [2]), int64(sequenceAxis, [1])];
   const nodes: ReturnType<typeof onnx.NodeProto.create>[] = [];
+  // S, the positions fed: input_ids' second dimension.
+  if (presents.length > 0) nodes.push(node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]));
   if (columnAt && presents.length > 0) {
     // The S positions fed end at each row's column columnAt[r] (the op's seqlens_k: one column
     // when decoding, a prompt chunk's S columns when prefilling one row). index[r, h, s, d] =
@@ -189,7 +191,6 @@ function withLastTokenOutputs(
     nodes.push(
       node("lmp_column_cast", "Cast", [columnAt], ["lmp_column_at"], [int("to", onnx.TensorProto.DataType.INT64)]),
       node("lmp_column_reshape", "Reshape", ["lmp_column_at", "lmp_column_rows"], ["lmp_column_per_row"]),
-      node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]),
       node("lmp_fed_scalar", "Gather", ["lmp_fed_shape", "lmp_column_one"], ["lmp_fed_scalar"], [int("axis", 0)]),
       node("lmp_column_first", "Sub", ["lmp_column_one", "lmp_fed_scalar"], ["lmp_column_first"]),
       node("lmp_column_range", "Range", ["lmp_column_first", "lmp_column_one", "lmp_column_one"], ["lmp_column_range"]),
@@ -208,7 +209,6 @@ function withLastTokenOutputs(
     // when decoding; a prompt chunk's length when prefilling, see GraphIo.prefill).
     initializer.push(int64("lmp_fed_from", [1]), int64("lmp_fed_to", [2]));
     nodes.push(
-      node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]),
       node("lmp_fed_count", "Slice", ["lmp_fed_shape", "lmp_fed_from", "lmp_fed_to"], ["lmp_fed_count"]),
       node("lmp_fed_starts", "Neg", ["lmp_fed_count"], ["lmp_fed_starts"]),
       ...presents.map((p, i) =>
