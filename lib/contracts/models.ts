@@ -20,17 +20,19 @@ export const DTYPE_CHOICES = [
 ] as const;
 export type DtypeChoice = (typeof DTYPE_CHOICES)[number];
 
-/** transformers.js dtypes the engine cannot serve, and why (workers/engine/model/dtypes.ts). */
-const UNSERVED_DTYPES: Record<string, string> = {
-  q1: "1-bit weights, which onnxruntime's CPU kernels do not run",
-  q1f16: "1-bit weights, which onnxruntime's CPU kernels do not run",
-};
+const ONE_BIT = "1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run (they take 2, 4 and 8 bits)";
+
+/**
+ * transformers.js dtypes (v4.1+) the engine cannot serve, and why: refused when a deployment is
+ * created; the engine names their files (onnx/model_<dtype>.onnx) but never loads them.
+ */
+export const UNSERVED_DTYPES: Record<string, string> = { q1: ONE_BIT, q1f16: ONE_BIT };
 
 /** Why `value` is not a dtype choice: the reason for a dtype the engine cannot serve, else the list. */
 export function dtypeChoiceError(value: unknown): string {
   const list = `must be one of ${DTYPE_CHOICES.join(", ")}`;
   return typeof value === "string" && Object.hasOwn(UNSERVED_DTYPES, value)
-    ? `${value} is not supported (${UNSERVED_DTYPES[value]}); ${list}`
+    ? `${value} is not supported: ${UNSERVED_DTYPES[value]}; ${list}`
     : list;
 }
 

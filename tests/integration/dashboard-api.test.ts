@@ -267,7 +267,7 @@ describe("deployments", () => {
         type: "invalid_request",
         param: "dtype",
         message: expect.stringMatching(
-          /^Invalid 'dtype': q1 is not supported \(1-bit weights, which onnxruntime's CPU kernels do not run\); must be one of auto, .*, q2, q2f16$/,
+          /^Invalid 'dtype': q1 is not supported: 1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run \(they take 2, 4 and 8 bits\); must be one of auto, .*, q2, q2f16$/,
         ),
       },
     });

@@ -66,7 +66,7 @@ describe("deployment CLI", () => {
       // transformers.js' q1 files hold 1-bit weights, which onnxruntime cannot run: refused with why.
       [
         ["deployment:create", "--team", team.slug, "--name", "d", "--model", model, "--dtype", "q1"],
-        /--dtype q1 is not supported \(1-bit weights, which onnxruntime's CPU kernels do not run\); must be one of .*q2, q2f16/,
+        /--dtype q1 is not supported: 1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run \(they take 2, 4 and 8 bits\); must be one of .*q2, q2f16/,
         2,
       ],
       // The generated tiny model ships fp32 only: a dtype it lacks is refused, naming what it has.

@@ -1,5 +1,5 @@
 // The dtypes of transformers.js model repos: which ONNX file each names, and which one `auto` picks.
-import { DTYPE_CHOICES, type DtypeChoice } from "@/lib/contracts/models";
+import { DTYPE_CHOICES, UNSERVED_DTYPES, type DtypeChoice } from "@/lib/contracts/models";
 
 export type { DtypeChoice };
 export type Dtype = Exclude<DtypeChoice, "auto">;
@@ -20,16 +20,10 @@ export const DTYPE_SUFFIX: Record<Dtype, string> = {
   q2f16: "_q2f16",
 };
 
-const ONE_BIT = "1-bit MatMulNBits weights, which onnxruntime's CPU kernels do not run (they take 2, 4 and 8 bits)";
-
-/**
- * Dtypes transformers.js names (v4.1+) that this engine cannot run, with why: their files are
- * recognised (and named in errors) but never chosen.
- */
-export const UNSUPPORTED_DTYPES: Record<string, { suffix: string; why: string }> = {
-  q1: { suffix: "_q1", why: ONE_BIT },
-  q1f16: { suffix: "_q1f16", why: ONE_BIT },
-};
+/** The dtypes the engine cannot run (lib/contracts' UNSERVED_DTYPES), with their file suffix and why. */
+export const UNSUPPORTED_DTYPES: Record<string, { suffix: string; why: string }> = Object.fromEntries(
+  Object.entries(UNSERVED_DTYPES).map(([d, why]) => [d, { suffix: `_${d}`, why }]),
+);
 
 export const isDtype = (v: unknown): v is Dtype => typeof v === "string" && (DTYPES as readonly string[]).includes(v);
 export const isDtypeChoice = (v: unknown): v is DtypeChoice => v === "auto" || isDtype(v);
