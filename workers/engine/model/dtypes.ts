@@ -20,16 +20,19 @@ export const DTYPE_SUFFIX: Record<Dtype, string> = {
   q2f16: "_q2f16",
 };
 
-/** The dtypes the engine cannot run (lib/contracts' UNSERVED_DTYPES), with their file suffix and why. */
-export const UNSUPPORTED_DTYPES: Record<string, { suffix: string; why: string }> = Object.fromEntries(
-  Object.entries(UNSERVED_DTYPES).map(([d, why]) => [d, { suffix: `_${d}`, why }]),
+/** onnx/<base><suffix>.onnx: transformers.js' graph file name. */
+const graphFile = (suffix: string, base = "model") => `onnx/${base}${suffix}.onnx`;
+
+/** The dtypes the engine cannot run (lib/contracts' UNSERVED_DTYPES), with their graph file and why. */
+export const UNSUPPORTED_DTYPES: Record<string, { file: string; why: string }> = Object.fromEntries(
+  Object.entries(UNSERVED_DTYPES).map(([d, why]) => [d, { file: graphFile(`_${d}`), why }]),
 );
 
 export const isDtype = (v: unknown): v is Dtype => typeof v === "string" && (DTYPES as readonly string[]).includes(v);
 export const isDtypeChoice = (v: unknown): v is DtypeChoice => v === "auto" || isDtype(v);
 
 /** The graph file of `dtype`, relative to the model folder. */
-export const onnxFileFor = (dtype: Dtype, base = "model") => `onnx/${base}${DTYPE_SUFFIX[dtype]}.onnx`;
+export const onnxFileFor = (dtype: Dtype, base = "model") => graphFile(DTYPE_SUFFIX[dtype], base);
 
 /** Dtypes whose graph file is among `files` (paths relative to the model folder). */
 export function availableDtypes(files: readonly string[], base = "model"): Dtype[] {

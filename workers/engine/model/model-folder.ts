@@ -68,7 +68,7 @@ export function describeGraphs(files: readonly string[]): string {
 
 /** "onnx/model_q1.onnx (q1: 1-bit …)" for the graph file of a dtype the engine cannot run, else null. */
 export function unsupportedGraph(file: string): string | null {
-  const hit = Object.entries(UNSUPPORTED_DTYPES).find(([, u]) => `onnx/model${u.suffix}.onnx` === file);
+  const hit = Object.entries(UNSUPPORTED_DTYPES).find(([, u]) => u.file === file);
   return hit ? `${file} (${hit[0]}: ${hit[1].why})` : null;
 }
 
