@@ -10,7 +10,7 @@ import { encodeWithBpe, trainBpe } from "./bpe-train";
 import { CORPUS } from "./corpus";
 import { elemTypeOf, WEIGHT_FORMATS, type WeightFormat } from "./graph-parts";
 import { buildGpt2Graph, type TinyShape } from "./gpt2-graph";
-import { buildLlamaGraph, STANDARD_LAYOUT, type LlamaLayout } from "./llama-graph";
+import { buildLlamaGraph, CONV_L, isConvLayer, STANDARD_LAYOUT, type LlamaLayout } from "./llama-graph";
 import { makeLlamaWeights, type LlamaShape } from "./llama-weights";
 import { FLOAT16, type EncodedModel, type ExternalDataOptions } from "./onnx-builder";
 import { createRng } from "./prng";
@@ -36,6 +36,11 @@ export interface TinyModelOptions {
   attention?: LlamaLayout["attention"];
   numLogitsToKeep?: boolean;
   useCacheBranch?: boolean;
+  /**
+   * llama only: an LFM2-style hybrid (config model_type lfm2): even layers are gated short
+   * convolutions with a fixed-size past_conv.N state, odd layers attention (see llama-graph.ts).
+   */
+  hybrid?: boolean;
   /** Weights in N external data files next to each graph (0 = inside the graph). */
   externalData?: number;
   /** MatMulNBits accuracy_level of q4 graphs (0 = unset). */
@@ -63,6 +68,7 @@ function normalize(opts: TinyModelOptions) {
     positions: opts.positions ?? STANDARD_LAYOUT.positions,
     numLogitsToKeep: opts.numLogitsToKeep ?? false,
     useCacheBranch: opts.useCacheBranch ?? false,
+    hybrid: opts.hybrid ?? false,
   };
   if (family === "gpt2") {
     if (size === "bench") throw new Error("the bench size is a llama model");
@@ -70,10 +76,13 @@ function normalize(opts: TinyModelOptions) {
       dtypes.some((d) => d !== "fp32") ||
       layout.attention !== "standard" ||
       layout.numLogitsToKeep ||
-      layout.useCacheBranch
+      layout.useCacheBranch ||
+      layout.hybrid
     )
       throw new Error("the gpt2 family is fp32 with the standard layout (positions may be past-length)");
   } else if (size === "large") throw new Error("llama sizes are tiny and bench");
+  if (layout.hybrid && layout.attention !== "standard")
+    throw new Error("hybrid models use the standard attention layout");
   return {
     seed: opts.seed ?? 42,
     family,
@@ -105,7 +114,8 @@ export async function generateTinyModel(dir: string, opts: TinyModelOptions = {}
   let config: Record<string, unknown>;
   if (llama) {
     const shape: LlamaShape = { ...llama, vocabSize, ropeTheta: 10000, rmsEps: 1e-5 };
-    const weights = makeLlamaWeights(shape, rng, o.size === "bench" ? "bench" : "mixing");
+    const conv = o.layout.hybrid ? { layers: (l: number) => isConvLayer(o.layout, l), width: CONV_L } : undefined;
+    const weights = makeLlamaWeights(shape, rng, o.size === "bench" ? "bench" : "mixing", conv);
     parameters = countParameters(weights);
     for (const dtype of o.dtypes) {
       const file = onnxFileFor(dtype);
@@ -118,6 +128,16 @@ export async function generateTinyModel(dir: string, opts: TinyModelOptions = {}
       });
     }
     config = llamaConfig(shape, eosId);
+    if (o.layout.hybrid)
+      config = {
+        ...config,
+        architectures: ["Lfm2ForCausalLM"],
+        model_type: "lfm2",
+        layer_types: Array.from({ length: shape.layers }, (_, l) =>
+          isConvLayer(o.layout, l) ? "conv" : "full_attention",
+        ),
+        conv_L_cache: CONV_L,
+      };
   } else {
     const shape: TinyShape = { vocabSize, ...GPT2_SIZES[o.size as "tiny" | "large"] };
     const weights = makeWeights(shape, rng, fittedBigrams(bpe, vocabSize, eosId));

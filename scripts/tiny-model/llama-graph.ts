@@ -6,6 +6,10 @@
 //     with rotary inside; no position_ids (the op derives them from seqlens_k = sum(mask) - 1).
 // Optional inputs: num_logits_to_keep (logits of the last k positions only; 0 = all) and
 // use_cache_branch (merged decoders: false = ignore the past inputs).
+// hybrid: LFM2-style, as transformers.js feeds such models (model_type lfm2): even layers are
+//   gated short convolutions whose state, the last CONV_L positions' inputs, is a cache entry
+//   of fixed size (past_conv.N [batch, hidden, CONV_L] in, present_conv.N out); odd layers
+//   are attention layers with past_key_values.N as usual.
 import {
   BOOL,
   GraphBuilder,
@@ -16,13 +20,14 @@ import {
   type ExternalDataOptions,
 } from "./onnx-builder";
 import { Parts, type WeightFormat } from "./graph-parts";
-import { headDim, ropeTables, type LlamaShape, type LlamaWeights } from "./llama-weights";
+import { headDim, ropeTables, type LlamaLayerWeights, type LlamaShape, type LlamaWeights } from "./llama-weights";
 
 export interface LlamaLayout {
   attention: "standard" | "gqa";
   positions: "input" | "past-length";
   numLogitsToKeep: boolean;
   useCacheBranch: boolean;
+  hybrid: boolean;
 }
 
 export const STANDARD_LAYOUT: LlamaLayout = {
@@ -30,7 +35,13 @@ export const STANDARD_LAYOUT: LlamaLayout = {
   positions: "input",
   numLogitsToKeep: false,
   useCacheBranch: false,
+  hybrid: false,
 };
+
+/** A hybrid model's convolution width (LFM2's conv_L_cache). */
+export const CONV_L = 3;
+/** Which layers of a hybrid model are convolutions (the others attention). */
+export const isConvLayer = (layout: LlamaLayout, l: number) => layout.hybrid && l % 2 === 0;
 
 export function buildLlamaGraph(
   s: LlamaShape,
@@ -53,10 +64,12 @@ export function buildLlamaGraph(
     g.valueInfo("attention_mask", INT64, ["batch_size", "total_sequence_length"]),
   );
   if (withPositionIds) g.inputs.push(g.valueInfo("position_ids", INT64, ["batch_size", "sequence_length"]));
+  const attentionLayers = [...Array(s.layers).keys()].filter((l) => !isConvLayer(layout, l));
   for (let l = 0; l < s.layers; l++) {
-    for (const kv of ["key", "value"]) {
-      g.inputs.push(g.valueInfo(`past_key_values.${l}.${kv}`, T, ["batch_size", KVH, "past_sequence_length", D]));
-    }
+    if (isConvLayer(layout, l)) g.inputs.push(g.valueInfo(`past_conv.${l}`, T, ["batch_size", C, CONV_L]));
+    else
+      for (const kv of ["key", "value"])
+        g.inputs.push(g.valueInfo(`past_key_values.${l}.${kv}`, T, ["batch_size", KVH, "past_sequence_length", D]));
   }
   if (layout.numLogitsToKeep) g.inputs.push(g.valueInfo("num_logits_to_keep", INT64, []));
   if (layout.useCacheBranch) g.inputs.push(g.valueInfo("use_cache_branch", BOOL, [1]));
@@ -64,8 +77,10 @@ export function buildLlamaGraph(
     g.valueInfo("logits", T, ["batch_size", layout.numLogitsToKeep ? "logits_length" : "sequence_length", s.vocabSize]),
   );
   for (let l = 0; l < s.layers; l++) {
-    for (const kv of ["key", "value"])
-      g.outputs.push(g.valueInfo(`present.${l}.${kv}`, T, ["batch_size", KVH, "total_sequence_length", D]));
+    if (isConvLayer(layout, l)) g.outputs.push(g.valueInfo(`present_conv.${l}`, T, ["batch_size", C, CONV_L]));
+    else
+      for (const kv of ["key", "value"])
+        g.outputs.push(g.valueInfo(`present.${l}.${kv}`, T, ["batch_size", KVH, "total_sequence_length", D]));
   }
 
   const param = (name: string, dims: number[], data: Float32Array) => g.floatTensor(name, dims, data, T);
@@ -98,7 +113,7 @@ export function buildLlamaGraph(
     totalLen = g.op("Cast", [p.dim("attention_mask", 1)], { to: INT32 });
   } else {
     bias = p.attentionBias();
-    const positions = p.positions(layout.positions, "past_key_values.0.key");
+    const positions = p.positions(layout.positions, `past_key_values.${attentionLayers[0]}.key`);
     const doubled = (t: Float32Array) => {
       const half = D / 2;
       const out = new Float32Array(s.maxPositions * D);
@@ -137,11 +152,38 @@ export function buildLlamaGraph(
   const repeat = (t: string) =>
     !grouped ? t : g.op("Reshape", [g.op("Expand", [g.op("Unsqueeze", [t, p.axes([2])]), repShape]), allHeads]);
 
-  let x = g.op("Gather", [param("embed", [s.vocabSize, C], w.embed), "input_ids"]);
-  for (let l = 0; l < s.layers; l++) {
-    const lw = w.layers[l];
+  // A gated short convolution over the last CONV_L positions (LFM2's): y = c * conv(b * x), the
+  // state being the last CONV_L columns of conv's input. Written as shifted slices times the
+  // kernel's columns (no Conv op, which onnxruntime's CPU kernels lack in float16).
+  const convSliceAxis = layout.hybrid ? p.axes([2]) : "";
+  const seqEnd = layout.hybrid ? g.int64Tensor("conv_end", [1], [2 ** 62]) : "";
+  const at = (v: number) => g.int64Tensor(g.fresh("conv_at"), [1], [v]);
+  const convBlock = (l: number, h: string, lw: LlamaLayerWeights) => {
+    const n = (name: string) => `layers.${l}.conv.${name}`;
+    const conv = lw.conv!;
+    const b = p.linear(h, n("in_b"), lw.wq, C, C);
+    const c = p.linear(h, n("in_c"), conv.wc, C, C);
+    const xv = p.linear(h, n("in_x"), conv.wx, C, C);
+    const bx = g.op("Transpose", [g.op("Mul", [b, xv])], { perm: [0, 2, 1] }); // [B, C, S]
+    const seq = g.op("Concat", [`past_conv.${l}`, bx], { axis: 2 }); // [B, C, CONV_L + S]
+    g.op("Slice", [seq, at(-CONV_L), seqEnd, convSliceAxis], {}, `present_conv.${l}`);
+    let sum = "";
+    for (let k = 0; k < CONV_L; k++) {
+      // Columns 1 + k … S + k: position t's window is columns t + 1 … t + CONV_L.
+      const end = k === CONV_L - 1 ? seqEnd : at(-(CONV_L - 1 - k));
+      const column = new Float32Array(C).map((_, ch) => conv.kernel[ch * CONV_L + k]);
+      const term = g.op("Mul", [
+        g.op("Slice", [seq, at(1 + k), end, convSliceAxis]),
+        param(n(`kernel.${k}`), [C, 1], column),
+      ]);
+      sum = k === 0 ? term : g.op("Add", [sum, term]);
+    }
+    const y = g.op("Mul", [c, g.op("Transpose", [sum], { perm: [0, 2, 1] })]);
+    return p.linear(y, n("out_proj"), lw.wo, C, C);
+  };
+
+  const attentionBlock = (l: number, h: string, lw: LlamaLayerWeights) => {
     const n = (name: string) => `layers.${l}.${name}`;
-    const h = rmsNorm(x, n("attn_norm"), lw.attnNorm);
     const q = p.linear(h, n("q_proj"), lw.wq, C, H * D);
     const k = p.linear(h, n("k_proj"), lw.wk, C, KVH * D);
     const v = p.linear(h, n("v_proj"), lw.wv, C, KVH * D);
@@ -183,7 +225,15 @@ export function buildLlamaGraph(
         mergeShape,
       ]);
     }
-    x = g.op("Add", [x, p.linear(attn, n("o_proj"), lw.wo, H * D, C)]);
+    return p.linear(attn, n("o_proj"), lw.wo, H * D, C);
+  };
+
+  let x = g.op("Gather", [param("embed", [s.vocabSize, C], w.embed), "input_ids"]);
+  for (let l = 0; l < s.layers; l++) {
+    const lw = w.layers[l];
+    const n = (name: string) => `layers.${l}.${name}`;
+    const h = rmsNorm(x, n("attn_norm"), lw.attnNorm);
+    x = g.op("Add", [x, isConvLayer(layout, l) ? convBlock(l, h, lw) : attentionBlock(l, h, lw)]);
     const h2 = rmsNorm(x, n("mlp_norm"), lw.mlpNorm);
     const gate = p.linear(h2, n("gate_proj"), lw.wg, C, s.ffn);
     const up = p.linear(h2, n("up_proj"), lw.wu, C, s.ffn);

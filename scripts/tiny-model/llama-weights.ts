@@ -24,6 +24,11 @@ export interface LlamaLayerWeights {
   wg: Float32Array;
   wu: Float32Array;
   wd: Float32Array;
+  /**
+   * A hybrid model's convolution layer (../llama-graph.ts): wq and wo are its input and output
+   * projections b and out, these the other two and the kernel [hidden, CONV_L]; wk and wv are empty.
+   */
+  conv?: { wc: Float32Array; wx: Float32Array; kernel: Float32Array };
 }
 
 export interface LlamaWeights {
@@ -51,7 +56,12 @@ const normal = (rng: Rng, n: number, std: number) => {
  */
 export type LlamaWeightStyle = "mixing" | "bench";
 
-export function makeLlamaWeights(s: LlamaShape, rng: Rng, style: LlamaWeightStyle): LlamaWeights {
+export function makeLlamaWeights(
+  s: LlamaShape,
+  rng: Rng,
+  style: LlamaWeightStyle,
+  conv?: { layers: (l: number) => boolean; width: number },
+): LlamaWeights {
   const C = s.hidden;
   const D = headDim(s);
   const std = (fanIn: number) => (style === "bench" ? 0.02 : 1 / Math.sqrt(fanIn));
@@ -71,6 +81,17 @@ export function makeLlamaWeights(s: LlamaShape, rng: Rng, style: LlamaWeightStyl
       wd: normal(rng, s.ffn * C, std(s.ffn)),
     });
   }
+  // Drawn after every other layer weight, so the models without convolutions keep their weights.
+  if (conv)
+    for (const [l, lw] of layers.entries()) {
+      if (!conv.layers(l)) continue;
+      lw.wk = lw.wv = new Float32Array(0);
+      lw.conv = {
+        wc: normal(rng, C * C, std(C)),
+        wx: normal(rng, C * C, std(C)),
+        kernel: normal(rng, C * conv.width, style === "bench" ? 0.02 : 1 / Math.sqrt(conv.width)),
+      };
+    }
   const headStd = style === "bench" ? 0.02 : 4 / Math.sqrt(C);
   return { embed, layers, finalNorm: ones(C), lmHead: normal(rng, C * s.vocabSize, headStd) };
 }

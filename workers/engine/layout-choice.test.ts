@@ -168,6 +168,27 @@ describe("graphs the engine refuses at load", () => {
       ),
       /past_key_values\.1\.key has shape \["batch",4,"past",8\].*layers differ in heads, head size or type/,
     ],
+    [
+      'a recurrent state whose size grows (past_ssm.1 [batch, "past", 8])',
+      graph(
+        [...ids, ...kv(FLOAT), ["past_ssm.1", FLOAT, ["batch", "past", 8]]],
+        [...outs(), ["present_ssm.1", FLOAT, ["batch", "total", 8]]],
+      ),
+      /state past_ssm\.1 has shape \["batch","past",8\]: only states of a fixed size per row/,
+    ],
+    [
+      "a recurrent state without its present",
+      graph([...ids, ...kv(FLOAT), ["past_conv.1", FLOAT, ["batch", 16, 3]]], outs()),
+      /no output present_conv\.1 for its past inputs/,
+    ],
+    [
+      "a recurrent state of another type",
+      graph(
+        [...ids, ...kv(FLOAT), ["past_conv.1", INT64, ["batch", 16, 3]]],
+        [...outs(), ["present_conv.1", INT64, ["batch", 16, 3]]],
+      ),
+      /state past_conv\.1 has type int64/,
+    ],
   ])("%s", async (_name, build, message) => {
     const err = await loadModel(await withGraph(build)).catch((e) => e);
     expect(err).toMatchObject({

@@ -91,6 +91,13 @@ const CASES: Case[] = [
     layout: "padded",
     shares: "all",
   },
+  ...(["fp32", "fp16", "q8", "q4"] as const).map((dtype) => ({
+    name: `LFM2-style hybrid (past_conv states), ${dtype}`,
+    dir: () => llamaLayoutDir("hybrid"),
+    dtype,
+    layout: "exact-length" as const,
+    shares: dtype === "q8" ? ("none" as const) : ("some" as const),
+  })),
   { name: "tiny-random-llama, fp32", dir: llamaModelDir, dtype: "fp32", layout: "padded", shares: "all" },
   {
     name: "tiny-random-llama, fp16 + external data",

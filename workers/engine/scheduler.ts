@@ -39,7 +39,11 @@ export interface SchedulerOptions {
   maxBatch?: number;
   /** Most requests waiting for admission; past it, submit fails with `overloaded`. */
   maxQueue?: number;
-  /** Prompt tokens per prefill forward pass. */
+  /**
+   * Prompt tokens per prefill forward pass. Graphs with recurrent states (hybrid models) take a
+   * prompt in one pass whatever this says, as transformers.js' generate() does: whether an
+   * export's state update is right for a chunk that follows another is up to how it was traced.
+   */
   prefillChunk?: number;
   /**
    * How long an empty batch keeps its KV buffers for the next rows (default KV_SHRINK_AFTER_MS):
@@ -87,6 +91,8 @@ export class Scheduler {
   private readonly kvBudgetBytes: number;
   /** Cache bytes one token of one row takes (every layer's key and value). */
   private readonly kvBytesPerToken: number;
+  /** Recurrent state bytes one row holds, whatever its length (hybrid models). */
+  private readonly stateBytesPerRow: number;
 
   constructor(
     readonly model: LoadedModel,
@@ -94,16 +100,21 @@ export class Scheduler {
   ) {
     this.maxBatch = opts.maxBatch ?? 16;
     this.maxQueue = opts.maxQueue ?? 64;
-    this.prefillChunk = opts.prefillChunk ?? 128;
+    this.prefillChunk = model.info.graph.states.length ? Infinity : (opts.prefillChunk ?? 128);
     this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
+    // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
+    this.stateBytesPerRow = model.info.graph.states.reduce(
+      (a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4),
+      0,
+    );
   }
 
   /** The cache a batch of `rows` rows takes when its longest reaches `span` tokens. */
   private kvBytes(rows: number, span: number): number {
-    return rows * span * this.kvBytesPerToken;
+    return rows * (span * this.kvBytesPerToken + this.stateBytesPerRow);
   }
 
   /** Current load, for tests, metrics and the worker's registry. */

@@ -13,9 +13,25 @@ export interface KvEntry {
   lastToken?: string;
 }
 
+/**
+ * A recurrent state of fixed size per row (hybrid models: LFM2's past_conv.N, Mamba's
+ * past_conv.N / past_ssm.N, Qwen3.5's past_recurrent.N), fed in and fetched whole each pass.
+ */
+export interface StateEntry {
+  past: string;
+  present: string;
+  /** One row's shape (the input's dims after the batch dim). */
+  dims: number[];
+  /** Elements per row. */
+  elems: number;
+  type: KvType;
+}
+
 export interface GraphSignature {
   /** past_key_values.N.key/value in layer order, with their present outputs. */
   kv: { entries: KvEntry[]; heads: number; headDim: number; type: KvType };
+  /** Recurrent states, in layer order (none for a transformer's graph). */
+  states: StateEntry[];
   logitsType: KvType;
   vocabSize: number | null;
   positionIds: boolean;
@@ -43,6 +59,13 @@ export interface ValueMeta {
 /** Inputs the engine knows how to feed. */
 export const FED_INPUTS = ["input_ids", "attention_mask", "position_ids", "num_logits_to_keep", "use_cache_branch"];
 const PER_TENSOR_QUANT = [":DynamicQuantizeLinear", "com.microsoft:DynamicQuantizeMatMul"];
+
+/**
+ * A recurrent state input, as transformers.js names them (getCacheNames/getPastKeyValues), and
+ * the output paired with it (`present_conv.N`…).
+ */
+export const isStateInput = (name: string) => /^past_(conv|ssm|recurrent)\.\d+(\.\w+)?$/.test(name);
+const stateOutputOf = (past: string) => past.replace(/^past_/, "present_");
 
 /** A cache input (`past_key_values.N.key/value`), and the output paired with it. */
 export const isPastInput = (name: string) => /^past_key_values\.\d+\.(key|value)$/.test(name);
@@ -82,14 +105,15 @@ export function readGraphSignature(
   const inputNames = inputs.map((i) => i.name);
   const outputNames = new Set(outputs.map((o) => o.name));
   const past = inputNames.filter(isPastInput);
+  const stateInputs = inputs.filter((i) => isStateInput(i.name));
   const missing = ["input_ids", "attention_mask"].filter((n) => !inputNames.includes(n));
   if (past.length === 0) missing.push("past_key_values.N.key/value");
   if (missing.length) throw refuse(`the graph has no input ${missing.join(", ")} (it has ${inputNames.join(", ")})`);
-  const unknown = inputNames.filter((n) => !FED_INPUTS.includes(n) && !past.includes(n));
+  const unknown = inputNames.filter((n) => !FED_INPUTS.includes(n) && !past.includes(n) && !isStateInput(n));
   if (unknown.length)
     throw refuse(
       `graph input${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} ${unknown.length > 1 ? "are" : "is"} not supported ` +
-        `(the engine feeds ${FED_INPUTS.join(", ")} and past_key_values.N.key/value)`,
+        `(the engine feeds ${FED_INPUTS.join(", ")}, past_key_values.N.key/value and fixed-size past_conv/past_ssm/past_recurrent states)`,
     );
   if (!outputNames.has("logits")) throw refuse(`the graph has no logits output`);
 
@@ -103,7 +127,26 @@ export function readGraphSignature(
       };
     })
     .sort((a, b) => layerOf(a.past) - layerOf(b.past) || a.past.localeCompare(b.past));
-  const noPresent = entries.filter((e) => !outputNames.has(e.present)).map((e) => e.present);
+  const states = stateInputs
+    .map((input): StateEntry => {
+      const [, ...dims] = input.shape ?? [];
+      if (!input.shape?.length || dims.some((d) => typeof d !== "number"))
+        throw refuse(
+          `state ${input.name} has shape ${JSON.stringify(input.shape ?? [])}: only states of a fixed size per row ([batch, …numbers]) are supported`,
+        );
+      if (input.type !== "float32" && input.type !== "float16")
+        throw refuse(`state ${input.name} has type ${input.type} (float32 or float16 are supported)`);
+      const sizes = dims as number[];
+      return {
+        past: input.name,
+        present: stateOutputOf(input.name),
+        dims: sizes,
+        elems: sizes.reduce((a, b) => a * b, 1),
+        type: input.type,
+      };
+    })
+    .sort((a, b) => layerOf(a.past) - layerOf(b.past) || a.past.localeCompare(b.past));
+  const noPresent = [...entries, ...states].filter((e) => !outputNames.has(e.present)).map((e) => e.present);
   if (noPresent.length) throw refuse(`the graph has no output ${noPresent.join(", ")} for its past inputs`);
 
   const meta = inputs.find((m) => m.name === entries[0].past);
@@ -134,6 +177,7 @@ export function readGraphSignature(
 
   return {
     kv: { entries, heads, headDim, type: kvType },
+    states,
     logitsType,
     vocabSize: typeof vocab === "number" ? vocab : null,
     positionIds: inputNames.includes("position_ids"),

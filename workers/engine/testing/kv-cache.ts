@@ -56,6 +56,7 @@ export function fakeSignature(
       headDim: D,
       type: "float32",
     },
+    states: [],
     logitsType: "float32",
     vocabSize,
     positionIds: false,

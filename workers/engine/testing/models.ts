@@ -29,7 +29,7 @@ export const llamaDtypesDir = () =>
 
 /** Generated llama variants, one per graph layout real exports use. */
 export const llamaLayoutDir = (
-  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute" | "two-bit",
+  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute" | "two-bit" | "hybrid",
 ) =>
   cachedTinyModel({
     family: "llama",
@@ -42,5 +42,7 @@ export const llamaLayoutDir = (
       "q4-int8-compute": { dtypes: ["q4" as const], q4Accuracy: 4 },
       // 2-bit MatMulNBits (transformers.js v4.1+'s q2 and q2f16 files).
       "two-bit": { dtypes: ["q2" as const, "q2f16" as const] },
+      // LFM2-style hybrid: convolution layers with a fixed-size past_conv.N state between attention layers.
+      hybrid: { hybrid: true, dtypes: ["fp32" as const, "fp16" as const, "q8" as const, "q4" as const] },
     }[layout],
   });

@@ -15,6 +15,9 @@
 // one row, a bare pass over 200 columns of past took 10.8–11.0 ms fetching its presents against
 // 9.6–9.7 ms fetching the columns and moving the cache in place (docs/api.md, "Graph layouts").
 //
+// A hybrid model's recurrent states (past_conv.N…) are kept per group as well (./state-rows.ts):
+// fed whole, the next ones written into a second set of buffers, the two swapped after the pass.
+//
 // A group that leaves gives its buffers to the next group to form (the room it grew is reused
 // rather than faulted in again: requests one after another keep one set of buffers). Spare sets
 // unused for KV_SHRINK_AFTER_MS are dropped, and there are never more of them than groups the
@@ -23,12 +26,15 @@ import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
 import { KV_SHRINK_AFTER_MS, KvRows } from "./kv-rows";
 import { onesMask, type KvArray, type OrtTensor } from "../session";
+import { StateRows } from "./state-rows";
 
 interface Group {
   /** Batch rows in this group, in the group's row order. */
   rows: number[];
   /** [rows.length, heads, length, head_dim] per cache entry: its stride is the group's length. */
   cache: KvRows;
+  /** The rows' recurrent states, in the group's row order (graphs with states only). */
+  states: StateRows | null;
 }
 
 export class ExactLengthBatch implements DecodeBatch {
@@ -51,7 +57,7 @@ export class ExactLengthBatch implements DecodeBatch {
     return this.count;
   }
   get bytes() {
-    return this.caches().reduce((a, c) => a + c.bytes, 0);
+    return this.caches().reduce((a, c) => a + c.bytes, 0) + this.groups.reduce((a, g) => a + (g.states?.bytes ?? 0), 0);
   }
   get columns() {
     return Math.max(0, ...this.groups.map((g) => g.cache.stride));
@@ -77,13 +83,18 @@ export class ExactLengthBatch implements DecodeBatch {
         this.spare.push({ cache: g.cache, since: now });
         continue;
       }
-      if (kept.length < g.rows.length)
+      if (kept.length < g.rows.length) {
         g.cache.reshape(
           kept.map((k) => k.i),
           [],
           g.cache.stride,
         );
-      groups.push({ rows: kept.map((k) => k.to), cache: g.cache });
+        g.states?.reshape(
+          kept.map((k) => k.i),
+          [],
+        );
+      }
+      groups.push({ rows: kept.map((k) => k.to), cache: g.cache, states: g.states });
     }
     for (const s of this.spare.filter((s) => now - s.since >= this.spareForMs)) this.retire(s.cache);
     this.spare = this.spare.filter((s) => now - s.since < this.spareForMs);
@@ -93,12 +104,15 @@ export class ExactLengthBatch implements DecodeBatch {
       const same = alone ? undefined : groups.find((g) => g.cache.stride === j.length);
       if (same) {
         same.cache.reshape([...same.rows.keys()], [j], j.length);
+        same.states?.reshape([...same.rows.keys()], [j]);
         same.rows.push(row);
         return;
       }
       const cache = this.takeSpare();
       cache.reshape([], [j], j.length);
-      groups.push({ rows: [row], cache });
+      const states = this.io.sig.states.length ? new StateRows(this.io.sig.states) : null;
+      states?.reshape([], [j]);
+      groups.push({ rows: [row], cache, states });
     });
     this.groups = groups;
     this.count = keep.length + joiners.length;
@@ -126,10 +140,12 @@ export class ExactLengthBatch implements DecodeBatch {
       if (i > 0 && between) await between();
       const n = g.rows.length;
       const length = g.cache.stride;
-      const fetches: Record<string, OrtTensor | null> = { logits: null };
+      const states = g.states?.io();
+      const fetches: Record<string, OrtTensor | null> = { logits: null, ...states?.fetches };
       for (const e of kv.entries) fetches[this.sliced ? e.lastToken! : e.present] = null;
       const result = await this.io.session.run(
         {
+          ...states?.feeds,
           ...this.io.inputs(
             g.rows.map((r) => tokens[r]),
             n,
@@ -155,6 +171,7 @@ export class ExactLengthBatch implements DecodeBatch {
         this.sliced ? 1 : length + 1,
       );
       g.cache.lengths.fill(length + 1);
+      g.states?.advance();
       this.io.lastLogits(result.logits, n).forEach((row, r) => (out[g.rows[r]] = row));
     }
     return out;

@@ -14,6 +14,7 @@ import {
   type OrtTensor,
 } from "../session";
 import type { PrefillState } from "./layout";
+import { zeroStates } from "./state-rows";
 
 export class GraphIo {
   readonly rowSize: number; // cache elements per token per entry (heads × head_dim)
@@ -86,16 +87,22 @@ export class GraphIo {
     const S = end - start;
     const D = kv.headDim;
     const inPlace = kv.entries.every((e) => e.lastToken);
-    const feeds = {
+    const feeds: Record<string, OrtTensor> = {
       ...this.inputs(ids.slice(start, end), 1, S, () => Array.from({ length: S }, (_, i) => start + i), start > 0),
       attention_mask: onesMask(1, end),
       ...this.past(state?.presents ?? kv.entries.map(() => newKvArray(kv.type, 0)), [1, kv.heads, start, D]),
     };
     const fetches: Record<string, OrtTensor | null> = { logits: null };
     for (const e of kv.entries) fetches[inPlace ? e.lastToken! : e.present] = null;
+    const stateBefore = state?.states ?? zeroStates(this.sig.states);
+    this.sig.states.forEach((s, i) => {
+      feeds[s.past] = kvTensor(s.type, stateBefore[i], [1, ...s.dims]);
+      fetches[s.present] = null;
+    });
     const out = await this.session.run(feeds, fetches);
     const logits = this.lastLogits(out.logits, 1)[0];
-    if (!inPlace) return { state: { presents: kv.entries.map((e) => out[e.present]), length: end }, logits };
+    const states = this.sig.states.length ? this.sig.states.map((s) => kvData(out[s.present])) : undefined;
+    if (!inPlace) return { state: { presents: kv.entries.map((e) => out[e.present]), length: end, states }, logits };
     const buffers = state?.buffers ?? kv.entries.map(() => newKvArray(kv.type, kv.heads * ids.length * D));
     const presents = kv.entries.map((e, i) => {
       const buf = buffers[i];
@@ -103,7 +110,7 @@ export class GraphIo {
       copyRow(kvData(out[e.lastToken!]), 0, S, buf, 0, end, S, kv.heads, D, start);
       return kvTensor(kv.type, buf.subarray(0, kv.heads * end * D), [1, kv.heads, end, D]);
     });
-    return { state: { presents, length: end, buffers }, logits };
+    return { state: { presents, length: end, buffers, states }, logits };
   }
 }
 

@@ -12,6 +12,8 @@ export interface PrefillState {
    * only a chunk's columns (GraphIo.prefill): the next chunk's columns go in there.
    */
   buffers?: KvArray[];
+  /** The recurrent states after the prompt so far, one row each (graphs with states only). */
+  states?: KvArray[];
 }
 
 export interface DecodeBatch {

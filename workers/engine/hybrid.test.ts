@@ -1,0 +1,113 @@
+// Hybrid models (LFM2-style: convolution layers with a fixed-size past_conv.N state between
+// attention layers). layouts.test.ts checks greedy output against transformers.js generate(),
+// alone and with 8 concurrent prompts of different lengths (each row in a pass of its own). Here:
+// rows of equal length sharing passes while they join and leave (their states move with them),
+// and a long prompt taken in one pass.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Engine } from "./engine";
+import type { LoadedModel } from "./model/load-model";
+import { llamaLayoutDir } from "./testing/models";
+import { referenceGreedy } from "./testing/reference";
+
+const CANDIDATES = [
+  "The dog sleeps",
+  "The cat sleeps",
+  "A dog runs",
+  "The bird sings",
+  "The man walks",
+  "A cat eats",
+  "The sun rises",
+  "The boy reads",
+  "The girl sings",
+  "The old man",
+];
+
+describe("a hybrid model (past_conv states)", () => {
+  let engine: Engine;
+  let m: LoadedModel;
+  beforeAll(async () => {
+    engine = new Engine({ models: [await llamaLayoutDir("hybrid")], loadOptions: () => ({ dtype: "fp32" }) });
+    m = await engine.load();
+  });
+  afterAll(() => engine.dispose());
+
+  it("reads the states from the graph and serves it with the exact-length layout", () => {
+    expect(m.info.layout).toBe("exact-length");
+    const { states, kv } = m.info.graph;
+    // Layer 0 is a convolution (its state: [hidden, CONV_L] per row), layer 1 attention.
+    expect(states.map((s) => [s.past, s.present, s.dims, s.elems])).toEqual([
+      ["past_conv.0", "present_conv.0", [128, 3], 384],
+    ]);
+    expect(kv.entries.map((e) => e.past)).toEqual(["past_key_values.1.key", "past_key_values.1.value"]);
+  });
+
+  it("rows of one length share a pass, and keep their own states when a row leaves", async () => {
+    // Prompts of one token count but different text: their states differ, so a state that moved
+    // to the wrong row when another left would change that row's tokens.
+    const byLength = new Map<number, number[][]>();
+    for (const p of CANDIDATES) {
+      const ids = m.tokenizer.encode(p);
+      byLength.set(ids.length, [...(byLength.get(ids.length) ?? []), ids]);
+    }
+    const prompts = [...byLength.values()].sort((a, b) => b.length - a.length)[0].slice(0, 3);
+    expect(prompts.length).toBe(3);
+    const argmax = (l: Float32Array) => l.reduce((best, v, i) => (v > l[best] ? i : best), 0);
+    const prefilled = [];
+    for (const ids of prompts) prefilled.push(await m.runner.prefill(null, ids, 0, ids.length));
+    const STEPS = 10;
+    const solo: number[][] = [];
+    for (const { state, logits } of prefilled) {
+      const batch = m.runner.createBatch();
+      batch.reshape([], [state]);
+      const tokens = [argmax(logits)];
+      for (let i = 0; i < STEPS; i++) tokens.push(argmax((await batch.step([tokens.at(-1)!]))[0]));
+      solo.push(tokens);
+    }
+    expect(new Set(solo.map((t) => t.join())).size).toBe(3);
+
+    const batch = m.runner.createBatch();
+    batch.reshape(
+      [],
+      prefilled.map((p) => p.state),
+    );
+    const rows = [0, 1, 2];
+    const got: number[][] = prefilled.map((p) => [argmax(p.logits)]);
+    const passes = m.stats.forwardCalls;
+    for (let i = 0; i < STEPS; i++) {
+      if (i === 4) {
+        // The middle row leaves: the last row takes its slot (as the scheduler orders it).
+        batch.reshape([0, 2], []);
+        rows.splice(1, 1);
+      }
+      const logits = await batch.step(rows.map((r) => got[r].at(-1)!));
+      rows.forEach((r, slot) => got[r].push(argmax(logits[slot])));
+    }
+    expect(m.stats.forwardCalls - passes).toBe(STEPS); // one pass per step: the rows share it
+    expect(got[0]).toEqual(solo[0]);
+    expect(got[2]).toEqual(solo[2]);
+    expect(got[1]).toEqual(solo[1].slice(0, 5));
+  });
+
+  it("takes a long prompt in one pass (no 128-token chunks) and equals generate()", async () => {
+    let prompt = "";
+    while (m.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
+    const S = m.tokenizer.encode(prompt).length;
+    const run = m.session.run;
+    const fed: number[] = [];
+    m.session.run = async (feeds, fetches) => {
+      fed.push(feeds.input_ids.dims[1]);
+      return run.call(m.session, feeds, fetches);
+    };
+    try {
+      const r = await engine.generate({ prompt, max_tokens: 12, temperature: 0, logprobs: 1 });
+      expect(fed[0]).toBe(S);
+      expect(fed.slice(1).every((s) => s === 1)).toBe(true);
+      const ids = (r.choices[0].logprobs ?? []).map((l) => l.token_id);
+      const ref = await referenceGreedy(m, prompt, 12);
+      const eos = ref.findIndex((id) => m.info.eosTokenIds.includes(id));
+      expect(ids).toEqual(eos >= 0 ? ref.slice(0, eos) : ref);
+    } finally {
+      m.session.run = run;
+    }
+  });
+});

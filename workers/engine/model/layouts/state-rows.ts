@@ -1,0 +1,58 @@
+// The recurrent states of a batch's rows (hybrid models, see GraphSignature.states): one buffer
+// per state entry holding every row's state back to back, [rows, ...dims]. A pass is fed views
+// of them and writes the rows' next states into a second set of buffers (onnxruntime must not
+// write over an input it is reading); the two sets are then swapped, so a step copies nothing.
+// Unlike the KV cache a state does not grow with the sequence: a membership change simply
+// builds new buffers from the kept rows and the joiners' prompt states (a few kB to a few MB
+// per row).
+import type { StateEntry } from "../graph-signature";
+import { kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
+import type { PrefillState } from "./layout";
+
+export class StateRows {
+  private current: KvArray[];
+  private next: KvArray[];
+  rows = 0;
+
+  constructor(private readonly entries: readonly StateEntry[]) {
+    this.current = entries.map((s) => newKvArray(s.type, 0));
+    this.next = this.current;
+  }
+
+  get bytes() {
+    return [...this.current, ...this.next].reduce((a, b) => a + b.byteLength, 0);
+  }
+
+  /** Rows `keep` of the current ones (in that order), then one row per joiner. */
+  reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
+    const rows = keep.length + joiners.length;
+    this.current = this.entries.map((s, e) => {
+      const buf = newKvArray(s.type, rows * s.elems);
+      keep.forEach((from, to) => buf.set(this.current[e].subarray(from * s.elems, (from + 1) * s.elems), to * s.elems));
+      joiners.forEach((j, i) => buf.set(j.states![e], (keep.length + i) * s.elems));
+      return buf;
+    });
+    this.next = this.entries.map((s) => newKvArray(s.type, rows * s.elems));
+    this.rows = rows;
+  }
+
+  /** The rows' states as a pass's inputs, and the buffers it writes their next states to. */
+  io(): { feeds: Record<string, OrtTensor>; fetches: Record<string, OrtTensor> } {
+    const feeds: Record<string, OrtTensor> = {};
+    const fetches: Record<string, OrtTensor> = {};
+    this.entries.forEach((s, e) => {
+      const dims = [this.rows, ...s.dims];
+      feeds[s.past] = kvTensor(s.type, this.current[e], dims);
+      fetches[s.present] = kvTensor(s.type, this.next[e], dims);
+    });
+    return { feeds, fetches };
+  }
+
+  /** After a pass: the states it wrote become the rows' states. */
+  advance() {
+    [this.current, this.next] = [this.next, this.current];
+  }
+}
+
+/** A prompt's first pass starts from zero states (as transformers.js' generate() does). */
+export const zeroStates = (entries: readonly StateEntry[]) => entries.map((s) => newKvArray(s.type, s.elems));
