@@ -91,13 +91,22 @@ const CASES: Case[] = [
     layout: "padded",
     shares: "all",
   },
+  // Hybrid models: a past_conv.N state per convolution layer beside the attention layers' caches.
   ...(["fp32", "fp16", "q8", "q4"] as const).map((dtype) => ({
     name: `LFM2-style hybrid (past_conv states), ${dtype}`,
     dir: () => llamaLayoutDir("hybrid"),
     dtype,
-    layout: "exact-length" as const,
-    shares: dtype === "q8" ? ("none" as const) : ("some" as const),
+    ...(dtype === "q8"
+      ? { layout: "exact-length" as const, shares: "none" as const }
+      : { layout: "padded" as const, shares: "all" as const }),
   })),
+  {
+    name: "LFM2-style hybrid without position_ids",
+    dir: () => llamaLayoutDir("hybrid-no-position-ids"),
+    dtype: "fp32",
+    layout: "exact-length",
+    shares: "some",
+  },
   { name: "tiny-random-llama, fp32", dir: llamaModelDir, dtype: "fp32", layout: "padded", shares: "all" },
   {
     name: "tiny-random-llama, fp16 + external data",

@@ -29,7 +29,15 @@ export const llamaDtypesDir = () =>
 
 /** Generated llama variants, one per graph layout real exports use. */
 export const llamaLayoutDir = (
-  layout: "no-position-ids" | "gqa" | "external-data" | "extra-inputs" | "q4-int8-compute" | "two-bit" | "hybrid",
+  layout:
+    | "no-position-ids"
+    | "gqa"
+    | "external-data"
+    | "extra-inputs"
+    | "q4-int8-compute"
+    | "two-bit"
+    | "hybrid"
+    | "hybrid-no-position-ids",
 ) =>
   cachedTinyModel({
     family: "llama",
@@ -44,5 +52,6 @@ export const llamaLayoutDir = (
       "two-bit": { dtypes: ["q2" as const, "q2f16" as const] },
       // LFM2-style hybrid: convolution layers with a fixed-size past_conv.N state between attention layers.
       hybrid: { hybrid: true, dtypes: ["fp32" as const, "fp16" as const, "q8" as const, "q4" as const] },
+      "hybrid-no-position-ids": { hybrid: true, positions: "past-length" as const },
     }[layout],
   });

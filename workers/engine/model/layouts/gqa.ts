@@ -50,7 +50,8 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
       const dims = [g, kv.heads, cap, kv.headDim];
       let logits = this.logits.get(g);
       if (!logits) this.logits.set(g, (logits = this.io.logitsOutput(g)));
-      const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
+      const states = this.states?.io(r0, r1);
+      const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor, ...states?.fetches };
       const columnDims = [g, kv.heads, 1, kv.headDim];
       const columns = this.sliced ? this.fetchBuffers(g * this.io.rowSize, this.io.rowSize) : [];
       kv.entries.forEach((e, i) =>
@@ -60,6 +61,7 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
       );
       await this.io.session.run(
         {
+          ...states?.feeds,
           ...this.io.inputs(tokens.slice(r0, r1), g, 1, () => passLengths, true),
           attention_mask: int64View(mask, [g, width]),
           ...this.io.past(views, dims),
@@ -70,6 +72,7 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
       if (this.sliced) this.cache.storeNewColumns(columns, r0, r1, 1);
       out.push(...this.io.lastLogits(logits.tensor, g, logits.rows));
     }
+    this.states?.advance();
     for (let r = 0; r < this.size; r++) lengths[r]++;
     return out;
   }

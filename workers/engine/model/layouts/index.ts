@@ -41,14 +41,13 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
   {
     name: "exact-length",
     serves:
-      "graphs without position_ids (positions from the past length or the mask), graphs that " +
-      "quantize activations per tensor (DynamicQuantizeLinear: q8/int8/uint8 files) or fix their batch at 1 " +
-      "(one row per pass), and hybrid models with recurrent states (past_conv/past_ssm/past_recurrent)",
+      "graphs without position_ids (positions from the past length or the mask), and graphs that " +
+      "quantize activations per tensor (DynamicQuantizeLinear: q8/int8/uint8 files) or fix their batch at 1, " +
+      "one row per pass",
     positions: "the graph's own, from the past length",
     batching: "rows of equal length share a pass; no padding ever",
     cacheUpdate:
-      "the fed token's column, fetched alone (model/last-token-outputs.ts), appended in place (the cache re-strided to the new length); " +
-      "recurrent states fetched whole into a second buffer, swapped with the first",
+      "the fed token's column, fetched alone (model/last-token-outputs.ts), appended in place (the cache re-strided to the new length)",
     create: (io) => new ExactLengthBatch(io),
   },
 ];
@@ -57,16 +56,13 @@ export function pickLayout(sig: GraphSignature): LayoutCapabilities {
   // Rows that interact within a pass run alone, and then without padding: the same shapes as
   // transformers.js' own generate(), hence the same numbers (a padded pass changes the order of
   // float sums in attention, which per-tensor activation quantization can amplify into another token).
-  // A recurrent state takes every token it is fed, padding too: rows with states never share a
-  // padded pass (and a state graph's GroupQueryAttention, if any, is fed exact lengths as well).
-  const name: LayoutName =
-    sig.states.length > 0
-      ? "exact-length"
-      : sig.groupQueryAttention
-        ? "gqa"
-        : sig.positionIds && !sig.rowsInteract && !sig.batchOfOne
-          ? "padded"
-          : "exact-length";
+  // (A hybrid model's recurrent states do not change the choice: padding only ever pads a row's
+  // past keys and values, and a decoding row's states take its one fed token.)
+  const name: LayoutName = sig.groupQueryAttention
+    ? "gqa"
+    : sig.positionIds && !sig.rowsInteract && !sig.batchOfOne
+      ? "padded"
+      : "exact-length";
   return LAYOUTS.find((l) => l.name === name)!;
 }
 

@@ -1,4 +1,5 @@
-// Layout "padded": graphs that take position_ids (Optimum exports, MultiHeadAttention graphs).
+// Layout "padded": graphs that take position_ids (Optimum exports, MultiHeadAttention graphs,
+// hybrid models: a recurrent state only ever takes each row's fed token, never padding).
 // One buffer per cache entry, [rows, heads, capacity, head_dim]: row r's tokens sit in columns
 // [0, length_r), the columns after it are masked out by attention_mask, and positions are fed
 // explicitly, so rows of any lengths share a pass. The graph appends the fed token at column
@@ -58,7 +59,9 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     const outLength = B * this.io.rowSize * columns;
     const presents = this.fetchBuffers(outLength, this.io.rowSize * columns);
     const logits = this.logitsFor(B);
+    const states = this.states?.io();
     const feeds = {
+      ...states?.feeds,
       ...this.io.inputs(tokens, B, 1, () => lengths, true),
       attention_mask: int64View(this.mask, [B, cap + 1]),
       ...this.io.past(
@@ -66,11 +69,12 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
         [B, kv.heads, cap, D],
       ),
     };
-    const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor };
+    const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor, ...states?.fetches };
     kv.entries.forEach(
       (e, i) => (fetches[this.sliced ? e.lastToken! : e.present] = kvTensor(kv.type, presents[i], outDims)),
     );
     await this.io.session.run(feeds, fetches);
+    this.states?.advance();
     // The fed token's keys/values (last column of what came back) → column length_r of the cache.
     this.cache.storeNewColumns(presents, 0, B, columns);
     for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + lengths[r]++] = 1n;

@@ -1,9 +1,11 @@
 // What the layouts whose rows live in one KvRows cache (padded, gqa) share: the figures a
-// DecodeBatch reports, the capacity rule, and the buffers a pass fetches into.
+// DecodeBatch reports, the capacity rule, the buffers a pass fetches into, and a hybrid model's
+// recurrent states (./state-rows.ts), which move with their rows.
 import type { GraphIo } from "./feeds";
 import type { PrefillState } from "./layout";
 import { KvRows, withHeadroom } from "./kv-rows";
 import { newKvArray, type KvArray } from "../session";
+import { StateRows } from "./state-rows";
 
 /**
  * Every spare column costs each step. In the padded layout the graph concatenates, transposes and
@@ -19,6 +21,8 @@ export const capacityFor = (longest: number) => longest + Math.max(16, Math.ceil
 
 export abstract class RowsBatch {
   protected readonly cache: KvRows;
+  /** The rows' recurrent states, in row order (graphs with states only). */
+  protected readonly states: StateRows | null;
   /** Whether the graph has its new-column outputs (../last-token-outputs.ts): then only those are fetched. */
   protected readonly sliced: boolean;
   /** What passes fetch per cache entry (see fetchBuffers). */
@@ -28,13 +32,14 @@ export abstract class RowsBatch {
     const { kv } = io.sig;
     this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
     this.sliced = kv.entries.every((e) => e.lastToken);
+    this.states = io.sig.states.length ? new StateRows(io.sig.states) : null;
   }
 
   get size() {
     return this.cache.size;
   }
   get bytes() {
-    return this.cache.bytes;
+    return this.cache.bytes + (this.states?.bytes ?? 0);
   }
   get columns() {
     return this.cache.stride;
@@ -55,6 +60,7 @@ export abstract class RowsBatch {
     const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
     const cap = this.cache.stride;
     this.cache.reshape(keep, joiners, longest < cap && cap <= capacityFor(longest) ? cap : capacityFor(longest));
+    this.states?.reshape(keep, joiners);
   }
 
   /**

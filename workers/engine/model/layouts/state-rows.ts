@@ -1,4 +1,5 @@
-// The recurrent states of a batch's rows (hybrid models, see GraphSignature.states): one buffer
+// The recurrent states of a batch's rows, or of an exact-length group's (hybrid models, see
+// GraphSignature.states): one buffer
 // per state entry holding every row's state back to back, [rows, ...dims]. A pass is fed views
 // of them and writes the rows' next states into a second set of buffers (onnxruntime must not
 // write over an input it is reading); the two sets are then swapped, so a step copies nothing.
@@ -36,19 +37,23 @@ export class StateRows {
     this.rows = rows;
   }
 
-  /** The rows' states as a pass's inputs, and the buffers it writes their next states to. */
-  io(): { feeds: Record<string, OrtTensor>; fetches: Record<string, OrtTensor> } {
+  /**
+   * Rows r0..r1-1's states as a pass's inputs, and the buffers it writes their next states to
+   * (a step may take several passes, each over some of the rows).
+   */
+  io(r0 = 0, r1 = this.rows): { feeds: Record<string, OrtTensor>; fetches: Record<string, OrtTensor> } {
     const feeds: Record<string, OrtTensor> = {};
     const fetches: Record<string, OrtTensor> = {};
     this.entries.forEach((s, e) => {
-      const dims = [this.rows, ...s.dims];
-      feeds[s.past] = kvTensor(s.type, this.current[e], dims);
-      fetches[s.present] = kvTensor(s.type, this.next[e], dims);
+      const dims = [r1 - r0, ...s.dims];
+      const [from, to] = [r0 * s.elems, r1 * s.elems];
+      feeds[s.past] = kvTensor(s.type, this.current[e].subarray(from, to), dims);
+      fetches[s.present] = kvTensor(s.type, this.next[e].subarray(from, to), dims);
     });
     return { feeds, fetches };
   }
 
-  /** After a pass: the states it wrote become the rows' states. */
+  /** After a step's passes: the states they wrote become the rows' states. */
   advance() {
     [this.current, this.next] = [this.next, this.current];
   }
