@@ -1,7 +1,9 @@
-// `npm run bench -- engine [--quick] [--dtypes=fp32,q4,…] [--attention=gqa]`: the inference engine on
-// a generated llama-shaped model of 134M parameters (the llama.cpp anchor's shape: hidden 768, 12
-// layers, vocabulary 32,000) in the standard export layout (or with --attention=gqa, the
-// onnxruntime-genai builder's GroupQueryAttention one), one graph file per dtype (fp32, fp16, q8, q4).
+// `npm run bench -- engine [--quick] [--dtypes=fp32,q4,…] [--attention=gqa] [--hybrid]`: the
+// inference engine on a generated llama-shaped model of 134M parameters (the llama.cpp anchor's
+// shape: hidden 768, 12 layers, vocabulary 32,000) in the standard export layout (or with
+// --attention=gqa, the onnxruntime-genai builder's GroupQueryAttention one; with --hybrid, an
+// LFM2-style hybrid whose even layers are short convolutions with a past_conv.N state), one graph
+// file per dtype (fp32, fp16, q8, q4).
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -58,13 +60,22 @@ export default async function bench(args: string[]) {
   const attention = args.find((a) => a.startsWith("--attention="))?.slice("--attention=".length) ?? "standard";
   if (attention !== "standard" && attention !== "gqa")
     throw new Error(`--attention takes standard or gqa, not ${attention}`);
+  const hybrid = args.includes("--hybrid");
+  if (hybrid && attention === "gqa") throw new Error("--hybrid models use the standard attention layout");
   let t = now();
   // All four files are generated once (cached under the OS temp folder): ~1.1 GB. The q4 file
   // declares MatMulNBits accuracy_level 4 (int8 compute), as onnxruntime-genai's CPU int4
   // exports do: with it unset (transformers.js' q4 files) onnxruntime dequantizes every weight
   // matrix on each batched pass (see docs/api.md, "dtype").
   const files = [...new Set([...DTYPES, ...dtypes])];
-  const dir = await cachedTinyModel({ family: "llama", size: "bench", dtypes: files, q4Accuracy: 4, attention });
+  const dir = await cachedTinyModel({
+    family: "llama",
+    size: "bench",
+    dtypes: files,
+    q4Accuracy: 4,
+    attention,
+    hybrid,
+  });
   console.log(`model ${dir} ready in ${((now() - t) / 1000).toFixed(1)}s`);
   const results: Record<string, number> = {};
   for (const dtype of dtypes) {
@@ -78,6 +89,7 @@ export default async function bench(args: string[]) {
     JSON.stringify({
       bench: "engine",
       ...(attention === "gqa" ? { attention } : {}),
+      ...(hybrid ? { hybrid } : {}),
       ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])),
     }),
   );
@@ -217,6 +229,8 @@ async function stepMs(m: LoadedModel, rows: number): Promise<number> {
       past,
       kv.headDim,
     ]);
+  for (const st of m.info.graph.states)
+    feeds[st.past] = kvTensor(st.type, newKvArray(st.type, rows * st.elems), [rows, ...st.dims]);
   const times: number[] = [];
   for (let i = 0; i < 12; i++) {
     const t = now();
