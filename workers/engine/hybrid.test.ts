@@ -94,6 +94,21 @@ describe.each([
     expect(got[1]).toEqual(solo[1].slice(0, 5));
   });
 
+  it("n choices start from copies of the prompt's state: n = 3 greedy equals three solo runs", async () => {
+    const prompt = CANDIDATES[8];
+    const solo = (await engine.generate({ prompt, max_tokens: 12, temperature: 0 })).choices[0].text;
+    const r = await engine.generate({ prompt, max_tokens: 12, temperature: 0, n: 3 });
+    expect(r.choices.map((c) => c.text)).toEqual([solo, solo, solo]);
+    // Sampled, the rows part ways: each choice is the one its seed gives alone (rows' states stay apart).
+    const sampled = await engine.generate({ prompt, max_tokens: 12, temperature: 1, seed: 5, n: 3 });
+    expect(new Set(sampled.choices.map((c) => c.text)).size).toBeGreaterThan(1);
+    const again = await Promise.all([
+      engine.generate({ prompt, max_tokens: 12, temperature: 1, seed: 5, n: 3 }),
+      engine.generate({ prompt: CANDIDATES[9], max_tokens: 12, temperature: 1, seed: 9 }),
+    ]);
+    expect(again[0].choices.map((c) => c.text)).toEqual(sampled.choices.map((c) => c.text));
+  });
+
   it("takes a long prompt in one pass (no 128-token chunks) and equals generate()", async () => {
     let prompt = "";
     while (m.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
