@@ -2,9 +2,12 @@
 // attention layers). layouts.test.ts checks greedy output against transformers.js generate(),
 // alone and with 8 concurrent prompts of different lengths. Here: rows sharing a pass keep their
 // own states as a row leaves (padded: rows of different lengths; exact-length: rows of one
-// length), and a long prompt is taken in one pass.
+// length), n choices, and long prompts: in chunks when the export carries its states from one
+// chunk to the next (probed at load), in one pass when it does not.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
+import type { ModelRunner } from "./model/layouts/layout";
+import { statesCarryAcrossChunks, zeroStates } from "./model/layouts/state-rows";
 import type { LoadedModel } from "./model/load-model";
 import { llamaLayoutDir } from "./testing/models";
 import { referenceGreedy } from "./testing/reference";
@@ -109,26 +112,51 @@ describe.each([
     expect(again[0].choices.map((c) => c.text)).toEqual(sampled.choices.map((c) => c.text));
   });
 
-  it("takes a long prompt in one pass (no 128-token chunks) and equals generate()", async () => {
+  /** A prompt of at least 300 tokens, its token count, and the input widths of the passes it runs. */
+  async function longPrompt(e: Engine, model: LoadedModel) {
     let prompt = "";
-    while (m.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
-    const S = m.tokenizer.encode(prompt).length;
-    const run = m.session.run;
+    while (model.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
+    const run = model.session.run;
     const fed: number[] = [];
-    m.session.run = async (feeds, fetches) => {
+    model.session.run = async (feeds, fetches) => {
       fed.push(feeds.input_ids.dims[1]);
-      return run.call(m.session, feeds, fetches);
+      return run.call(model.session, feeds, fetches);
     };
     try {
-      const r = await engine.generate({ prompt, max_tokens: 12, temperature: 0, logprobs: 1 });
-      expect(fed[0]).toBe(S);
-      expect(fed.slice(1).every((s) => s === 1)).toBe(true);
+      const r = await e.generate({ prompt, max_tokens: 12, temperature: 0, logprobs: 1 });
       const ids = (r.choices[0].logprobs ?? []).map((l) => l.token_id);
-      const ref = await referenceGreedy(m, prompt, 12);
-      const eos = ref.findIndex((id) => m.info.eosTokenIds.includes(id));
+      const ref = await referenceGreedy(model, prompt, 12);
+      const eos = ref.findIndex((id) => model.info.eosTokenIds.includes(id));
       expect(ids).toEqual(eos >= 0 ? ref.slice(0, eos) : ref);
+      return { S: model.tokenizer.encode(prompt).length, fed };
     } finally {
-      m.session.run = run;
+      model.session.run = run;
+    }
+  }
+
+  it("probes at load that its export carries the states from one prompt chunk to the next, and chunks long prompts", async () => {
+    expect(m.info.chunkedPrefill).toBe(true);
+    const { S, fed } = await longPrompt(engine, m);
+    expect(fed.slice(0, 3)).toEqual([128, 128, S - 256]);
+    expect(fed.slice(3).every((w) => w === 1)).toBe(true);
+  });
+
+  it("an export that drops incoming states fails the probe, and its prompts run in one pass", async () => {
+    // As an export traced for a fresh sequence would: a chunk after the first starts from zero states.
+    const dropping: ModelRunner = {
+      ...m.runner,
+      prefill: (state, ids, start, end) =>
+        m.runner.prefill(state && { ...state, states: zeroStates(m.info.graph.states) }, ids, start, end),
+    };
+    expect(await statesCarryAcrossChunks(dropping, m.info.graph.states, m.info.vocabSize)).toBe(false);
+    const model: LoadedModel = { ...m, runner: dropping, info: { ...m.info, chunkedPrefill: false } };
+    const e = new Engine({ models: [m.dir], registry: { get: async () => model, dispose: async () => {} } as never });
+    try {
+      const { S, fed } = await longPrompt(e, model);
+      expect(fed[0]).toBe(S);
+      expect(fed.slice(1).every((w) => w === 1)).toBe(true);
+    } finally {
+      await e.dispose();
     }
   });
 });

@@ -40,9 +40,9 @@ export interface SchedulerOptions {
   /** Most requests waiting for admission; past it, submit fails with `overloaded`. */
   maxQueue?: number;
   /**
-   * Prompt tokens per prefill forward pass. Graphs with recurrent states (hybrid models) take a
-   * prompt in one pass whatever this says, as transformers.js' generate() does: whether an
-   * export's state update is right for a chunk that follows another is up to how it was traced.
+   * Prompt tokens per prefill forward pass. A hybrid model whose export does not carry its
+   * recurrent states from one chunk to the next (ModelInfo.chunkedPrefill, probed at load) takes
+   * a prompt in one pass whatever this says, as transformers.js' generate() does.
    */
   prefillChunk?: number;
   /**
@@ -100,7 +100,7 @@ export class Scheduler {
   ) {
     this.maxBatch = opts.maxBatch ?? 16;
     this.maxQueue = opts.maxQueue ?? 64;
-    this.prefillChunk = model.info.graph.states.length ? Infinity : (opts.prefillChunk ?? 128);
+    this.prefillChunk = model.info.chunkedPrefill ? (opts.prefillChunk ?? 128) : Infinity;
     this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
     const { kv } = model.info.graph;

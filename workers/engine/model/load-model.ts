@@ -11,6 +11,7 @@ import { downloadModel } from "./hub/download";
 import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
+import { statesCarryAcrossChunks } from "./layouts/state-rows";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import { availableMemoryBytes, checkMemory, graphBytes, noteLoaded, noteReleased } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
@@ -28,6 +29,11 @@ export interface ModelInfo {
   usesPositionIds: boolean;
   chatTemplate: ChatTemplateSource;
   graph: GraphSignature;
+  /**
+   * Whether a long prompt may be prefilled in chunks: always, unless the graph has recurrent states
+   * that its export does not carry from one chunk to the next (layouts/state-rows.ts, probed at load).
+   */
+  chunkedPrefill: boolean;
 }
 
 export interface LoadedModel {
@@ -119,6 +125,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     if (!vocabSize)
       throw loadError("invalid_model", `model ${id}: no vocabulary size (logits shape or config.vocab_size)`);
     const runner = createRunner(sig, session, vocabSize);
+    const chunkedPrefill = sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
       eosTokenIds: (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((v): v is number => typeof v === "number"),
@@ -128,6 +135,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       usesPositionIds: sig.positionIds,
       chatTemplate: chat.source,
       graph: sig,
+      chunkedPrefill,
     };
     opts.onProgress?.({ state: "ready", dtype: choice.dtype });
     const s = session;

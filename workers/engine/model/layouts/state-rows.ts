@@ -8,7 +8,7 @@
 // per row).
 import type { StateEntry } from "../graph-signature";
 import { kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
-import type { PrefillState } from "./layout";
+import type { ModelRunner, PrefillState } from "./layout";
 
 export class StateRows {
   private current: KvArray[];
@@ -61,3 +61,32 @@ export class StateRows {
 
 /** A prompt's first pass starts from zero states (as transformers.js' generate() does). */
 export const zeroStates = (entries: readonly StateEntry[]) => entries.map((s) => newKvArray(s.type, s.elems));
+
+/** The probe's prompt: arbitrary ids, split in two chunks of PROBE_LENGTH / 2. */
+const PROBE_LENGTH = 16;
+
+/**
+ * Whether a graph with states computes a prompt's chunk right on top of the chunk before it, so
+ * that its prompts may be prefilled in chunks like any other graph's. Whether an export does is up
+ * to how it was traced (a state update written for one new token, or for a fresh sequence only,
+ * takes no incoming state for a longer input). So the last position's logits of a probe prompt
+ * are computed three ways: in one pass; in two chunks, the second on the first's cache and states;
+ * and in the same two chunks with the states zeroed in between (what an export that ignores them
+ * computes). The states carry when the chunked logits are within a tenth of the distance that
+ * zeroing them makes (float rounding aside, they are then the one-pass logits).
+ */
+export async function statesCarryAcrossChunks(runner: ModelRunner, states: readonly StateEntry[], vocabSize: number) {
+  const ids = Array.from({ length: PROBE_LENGTH }, (_, i) => (i * 7919 + 13) % vocabSize);
+  const half = PROBE_LENGTH / 2;
+  const whole = (await runner.prefill(null, ids, 0, PROBE_LENGTH)).logits;
+  const chunked = async (zeroed: boolean) => {
+    // Each run needs a first chunk of its own: the second writes into the first's cache buffers.
+    const first = await runner.prefill(null, ids, 0, half);
+    const state = zeroed ? { ...first.state, states: zeroStates(states) } : first.state;
+    return (await runner.prefill(state, ids, half, PROBE_LENGTH)).logits;
+  };
+  const distance = (a: Float32Array, b: Float32Array) => a.reduce((d, v, i) => Math.max(d, Math.abs(v - b[i])), 0);
+  const carried = distance(await chunked(false), whole);
+  const ignored = distance(await chunked(true), whole);
+  return carried <= ignored / 10;
+}
