@@ -27,6 +27,28 @@ const CANDIDATES = [
 
 const argmax = (l: Float32Array) => l.reduce((best, v, i) => (v > l[best] ? i : best), 0);
 
+/** A prompt of at least 300 tokens, its token count, and the input widths of the passes it runs. */
+async function longPrompt(e: Engine, model: LoadedModel) {
+  let prompt = "";
+  while (model.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
+  const run = model.session.run;
+  const fed: number[] = [];
+  model.session.run = async (feeds, fetches) => {
+    fed.push(feeds.input_ids.dims[1]);
+    return run.call(model.session, feeds, fetches);
+  };
+  try {
+    const r = await e.generate({ prompt, max_tokens: 12, temperature: 0, logprobs: 1 });
+    const ids = (r.choices[0].logprobs ?? []).map((l) => l.token_id);
+    const ref = await referenceGreedy(model, prompt, 12);
+    const eos = ref.findIndex((id) => model.info.eosTokenIds.includes(id));
+    expect(ids).toEqual(eos >= 0 ? ref.slice(0, eos) : ref);
+    return { S: model.tokenizer.encode(prompt).length, fed };
+  } finally {
+    model.session.run = run;
+  }
+}
+
 describe.each([
   { variant: "hybrid" as const, layout: "padded", sameLength: false },
   { variant: "hybrid-no-position-ids" as const, layout: "exact-length", sameLength: true },
@@ -112,28 +134,6 @@ describe.each([
     expect(again[0].choices.map((c) => c.text)).toEqual(sampled.choices.map((c) => c.text));
   });
 
-  /** A prompt of at least 300 tokens, its token count, and the input widths of the passes it runs. */
-  async function longPrompt(e: Engine, model: LoadedModel) {
-    let prompt = "";
-    while (model.tokenizer.encode(prompt).length < 300) prompt += "The bridge was built two hundred years ago. ";
-    const run = model.session.run;
-    const fed: number[] = [];
-    model.session.run = async (feeds, fetches) => {
-      fed.push(feeds.input_ids.dims[1]);
-      return run.call(model.session, feeds, fetches);
-    };
-    try {
-      const r = await e.generate({ prompt, max_tokens: 12, temperature: 0, logprobs: 1 });
-      const ids = (r.choices[0].logprobs ?? []).map((l) => l.token_id);
-      const ref = await referenceGreedy(model, prompt, 12);
-      const eos = ref.findIndex((id) => model.info.eosTokenIds.includes(id));
-      expect(ids).toEqual(eos >= 0 ? ref.slice(0, eos) : ref);
-      return { S: model.tokenizer.encode(prompt).length, fed };
-    } finally {
-      model.session.run = run;
-    }
-  }
-
   it("probes at load that its export carries the states from one prompt chunk to the next, and chunks long prompts", async () => {
     expect(m.info.chunkedPrefill).toBe(true);
     const { S, fed } = await longPrompt(engine, m);
@@ -157,6 +157,20 @@ describe.each([
       expect(fed.slice(1).every((w) => w === 1)).toBe(true);
     } finally {
       await e.dispose();
+    }
+  });
+});
+
+describe("a hybrid model's q8 file (activations quantized per tensor)", () => {
+  it("fails the chunk probe, since chunking alone moves its logits as far as dropping the states, and runs prompts in one pass", async () => {
+    const engine = new Engine({ models: [await llamaLayoutDir("hybrid")], loadOptions: () => ({ dtype: "q8" }) });
+    try {
+      const m = await engine.load();
+      expect(m.info).toMatchObject({ layout: "exact-length", chunkedPrefill: false });
+      const { S, fed } = await longPrompt(engine, m);
+      expect(fed[0]).toBe(S);
+    } finally {
+      await engine.dispose();
     }
   });
 });
