@@ -1,11 +1,10 @@
 // The recurrent states of a batch's rows, or of an exact-length group's (hybrid models, see
-// GraphSignature.states): one buffer
-// per state entry holding every row's state back to back, [rows, ...dims]. A pass is fed views
-// of them and writes the rows' next states into a second set of buffers (onnxruntime must not
-// write over an input it is reading); the two sets are then swapped, so a step copies nothing.
-// Unlike the KV cache a state does not grow with the sequence: a membership change simply
-// builds new buffers from the kept rows and the joiners' prompt states (a few kB to a few MB
-// per row).
+// GraphSignature.states): one buffer per state entry holding every row's state back to back,
+// [rows, ...dims]. A pass is fed views of them and writes the rows' next states into a second
+// set of buffers (onnxruntime must not write over an input it is reading); the two sets are then
+// swapped, so a step copies nothing. Unlike the KV cache a state does not grow with the sequence:
+// a membership change simply builds new buffers from the kept rows and the joiners' prompt
+// states (a few kB to a few MB per row).
 import type { StateEntry } from "../graph-signature";
 import { kvTensor, newKvArray, type KvArray, type OrtTensor } from "../session";
 import type { ModelRunner, PrefillState } from "./layout";
