@@ -9,6 +9,7 @@ import { DeploymentCompletionResponse, StreamEndEvent } from "@/lib/contracts/de
 import { GenerationFactsSchema } from "@/lib/contracts/capture";
 import { SampleSchema } from "@/lib/contracts/pipelines";
 import { teams } from "@/lib/db/schema";
+import { storableText } from "@/lib/services/capture";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias, parseSse, type TestDeployment } from "../helpers/deployments";
 import { expectDocumented } from "../helpers/openapi";
@@ -283,9 +284,10 @@ describe("capture on POST /v1/chat/completions", () => {
     const byGroup = new Map(samples.map((s) => [s.groupId, s]));
     for (const { i, content } of results.filter((r) => r.i % 8 === 0 || r.i % 8 === 1)) {
       const { messages } = await contentOf(byGroup.get(`g${i}`)!);
+      // Unseeded, a reply may hold a NUL (the tiny model has a token for each byte): it is stored as U+FFFD.
       expect(messages).toEqual([
         { role: "user", content: `request ${i}` },
-        { role: "assistant", content },
+        { role: "assistant", content: storableText(content) },
       ]);
     }
   });
