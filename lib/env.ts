@@ -58,6 +58,11 @@ const EnvSchema = z.object({
    * exceeds it is refused). Default: half the memory left once the model is loaded.
    */
   WORKER_KV_CACHE_MB: positiveInt.optional(),
+  /**
+   * Whether q8/int8/uint8 models batch their rows (their activations quantized row by row, the
+   * weights kept twice in memory: workers/engine/model/row-quantization.ts). `off`: one pass per row.
+   */
+  WORKER_ROW_QUANTIZATION: z.enum(["on", "off"]).default("on"),
   /** The model hub (or a mirror serving its API); read by the engine (workers/engine/model/hub). */
   HF_ENDPOINT: optionalUrl,
   HF_TOKEN: z.string().optional(),

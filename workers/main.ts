@@ -33,7 +33,11 @@ async function main(): Promise<void> {
   const engine = new Engine({
     models: [],
     ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
-    loadOptions: (_id, dtype) => ({ dtype, ...(e.WORKER_MEMORY_CHECK === "off" ? { availableMemory: null } : {}) }),
+    loadOptions: (_id, dtype) => ({
+      dtype,
+      rowWiseQuantization: e.WORKER_ROW_QUANTIZATION === "on",
+      ...(e.WORKER_MEMORY_CHECK === "off" ? { availableMemory: null } : {}),
+    }),
   });
   const server = await startInferenceServer({
     engine,

@@ -4,11 +4,11 @@
 import { loadModel } from "../../workers/engine/model/load-model";
 import type { Dtype } from "../../workers/engine/model/dtypes";
 
-const [dir, dtype] = process.argv.slice(2);
+const [dir, dtype, rowWise] = process.argv.slice(2);
 await import("onnxruntime-node"); // the runtime itself is not the model's
 await import("../../workers/engine/transformers"); // as the worker loads it
 const before = process.memoryUsage().rss;
-const m = await loadModel(dir, { dtype: dtype as Dtype });
+const m = await loadModel(dir, { dtype: dtype as Dtype, rowWiseQuantization: rowWise !== "off" });
 const after = process.memoryUsage().rss;
 console.log(JSON.stringify({ before, after }));
 await m.dispose();

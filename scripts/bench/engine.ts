@@ -1,9 +1,10 @@
-// `npm run bench -- engine [--quick] [--dtypes=fp32,q4,…] [--attention=gqa] [--hybrid]`: the
+// `npm run bench -- engine [--quick] [--dtypes=fp32,q4,…] [--attention=gqa] [--hybrid] [--row-quantization=off]`: the
 // inference engine on a generated llama-shaped model of 134M parameters (the llama.cpp anchor's
 // shape: hidden 768, 12 layers, vocabulary 32,000) in the standard export layout (or with
 // --attention=gqa, the onnxruntime-genai builder's GroupQueryAttention one; with --hybrid, an
 // LFM2-style hybrid whose even layers are short convolutions with a past_conv.N state), one graph
-// file per dtype (fp32, fp16, q8, q4).
+// file per dtype (fp32, fp16, q8, q4). `--row-quantization=off` serves the q8 (int8, uint8) files
+// as they are, one row per pass (WORKER_ROW_QUANTIZATION=off), to compare.
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -61,6 +62,7 @@ export default async function bench(args: string[]) {
   if (attention !== "standard" && attention !== "gqa")
     throw new Error(`--attention takes standard or gqa, not ${attention}`);
   const hybrid = args.includes("--hybrid");
+  const rowWise = !args.includes("--row-quantization=off");
   if (hybrid && attention === "gqa") throw new Error("--hybrid models use the standard attention layout");
   let t = now();
   // All four files are generated once (cached under the OS temp folder): ~1.1 GB. The q4 file
@@ -80,7 +82,7 @@ export default async function bench(args: string[]) {
   const results: Record<string, number> = {};
   for (const dtype of dtypes) {
     t = now();
-    const figures = await benchDtype(dir, dtype, quick);
+    const figures = await benchDtype(dir, dtype, quick, rowWise);
     for (const [k, v] of Object.entries(figures)) results[dtype === "fp32" ? k : `${dtype}_${k}`] = v;
     console.log(`${dtype}: done in ${((now() - t) / 1000).toFixed(0)}s`);
   }
@@ -90,16 +92,23 @@ export default async function bench(args: string[]) {
       bench: "engine",
       ...(attention === "gqa" ? { attention } : {}),
       ...(hybrid ? { hybrid } : {}),
+      ...(rowWise ? {} : { row_quantization: "off" }),
       ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])),
     }),
   );
 }
 
-async function benchDtype(dir: string, dtype: WeightFormat, quick: boolean): Promise<Record<string, number>> {
+async function benchDtype(
+  dir: string,
+  dtype: WeightFormat,
+  quick: boolean,
+  rowWiseQuantization: boolean,
+): Promise<Record<string, number>> {
   const log = (s: string) => console.log(`[${dtype}] ${s}`);
-  const memoryMb = modelMemory(dir, dtype) / MiB;
+  const memoryMb = modelMemory(dir, dtype, rowWiseQuantization) / MiB;
   let t = now();
-  const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype }) }); // default batch, queue, chunk
+  // Default batch, queue, chunk.
+  const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype, rowWiseQuantization }) });
   const m = await engine.load();
   const loadMs = now() - t;
   t = now();
@@ -240,9 +249,10 @@ async function stepMs(m: LoadedModel, rows: number): Promise<number> {
   return median(times);
 }
 
-function modelMemory(dir: string, dtype: WeightFormat): number {
+function modelMemory(dir: string, dtype: WeightFormat, rowWise: boolean): number {
   const script = path.join(import.meta.dirname, "_engine-memory.ts");
-  const out = execFileSync(process.execPath, ["--import", "tsx/esm", script, dir, dtype], { encoding: "utf8" });
+  const args = ["--import", "tsx/esm", script, dir, dtype, rowWise ? "on" : "off"];
+  const out = execFileSync(process.execPath, args, { encoding: "utf8" });
   const { before, after } = JSON.parse(out.trim().split("\n").at(-1)!) as { before: number; after: number };
   return after - before;
 }

@@ -235,7 +235,7 @@ function countParameters(w: object): number {
 function cacheKey(opts: TinyModelOptions): string {
   const o = normalize(opts);
   const hash = createHash("sha256").update(JSON.stringify(o)).digest("hex").slice(0, 12);
-  return `lmp-model-v3-${o.family}-${o.size}-${o.seed}-${hash}`;
+  return `lmp-model-v4-${o.family}-${o.size}-${o.seed}-${hash}`;
 }
 
 /**

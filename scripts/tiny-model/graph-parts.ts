@@ -26,6 +26,7 @@ const nbitsOf = (f: WeightFormat) => (f === "q4" || f === "q4f16" ? 4 : f === "q
 
 export class Parts {
   readonly elem: number;
+  private readonly quantizedActivations = new Map<string, string[]>();
   constructor(
     readonly g: GraphBuilder,
     readonly format: WeightFormat,
@@ -59,7 +60,14 @@ export class Parts {
       );
     } else {
       // onnxruntime's dynamic quantization: uint8 activations quantized per call, 8-bit weights.
-      const [xq, xs, xz] = g.opMulti("DynamicQuantizeLinear", [x], 3);
+      // Like its quantize_dynamic, one DynamicQuantizeLinear per activation, shared by every
+      // MatMulInteger that reads it (q/k/v, gate/up).
+      let quantized = this.quantizedActivations.get(x);
+      if (!quantized) {
+        quantized = g.opMulti("DynamicQuantizeLinear", [x], 3);
+        this.quantizedActivations.set(x, quantized);
+      }
+      const [xq, xs, xz] = quantized;
       let wq: string;
       let wz: string;
       let ws: number;

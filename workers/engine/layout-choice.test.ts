@@ -43,10 +43,11 @@ describe("layout choice", () => {
     await m.dispose();
   });
 
-  it("per-tensor quantized (q8) rows interact within a pass: batched logits differ, float ones do not", async () => {
-    const maxDiff = async (dtype: "q8" | "fp32") => {
-      const m = await loadModel(await llamaDtypesDir(), { dtype });
-      expect(m.info.graph.rowsInteract).toBe(dtype === "q8");
+  it("per-tensor quantized (q8) rows interact within a pass of the file as it is, not once quantized row by row", async () => {
+    const maxDiff = async (dtype: "q8" | "fp32", rowWiseQuantization = true) => {
+      const m = await loadModel(await llamaDtypesDir(), { dtype, rowWiseQuantization });
+      expect(m.session.rowWise).toBe(dtype === "q8" && rowWiseQuantization);
+      expect(m.info.graph.rowsInteract).toBe(dtype === "q8" && !rowWiseQuantization);
       const { kv } = m.info.graph;
       const prefill = (ids: number[][]) => {
         const [B, S] = [ids.length, ids[0].length];
@@ -70,7 +71,9 @@ describe("layout choice", () => {
       await m.dispose();
       return diff;
     };
-    expect(await maxDiff("q8")).toBeGreaterThan(1e-3);
+    expect(await maxDiff("q8", false)).toBeGreaterThan(1e-3);
+    // Bit for bit: the row's scale and zero point are the ones it gets alone (model/row-quantization.ts).
+    expect(await maxDiff("q8")).toBe(0);
     expect(await maxDiff("fp32")).toBeLessThan(1e-4);
   });
 });

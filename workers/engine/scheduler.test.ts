@@ -89,9 +89,11 @@ describe("continuous batching", () => {
 
 describe("steps of several passes", () => {
   it("a request arriving mid-step is prefilled between two passes, not after all of them", async () => {
-    // q8 (activations quantized per tensor): every row runs a pass of its own, so a step of 6
-    // rows is 6 passes. A new request's prompt runs after the pass in progress.
-    const engine = new Engine({ models: [await llamaDtypesDir()], loadOptions: () => ({ dtype: "q8" }) });
+    // q8 as the file is (activations quantized per tensor, without the engine's row-wise
+    // rewrite): every row runs a pass of its own, so a step of 6 rows is 6 passes. A new
+    // request's prompt runs after the pass in progress.
+    const loadOptions = () => ({ dtype: "q8" as const, rowWiseQuantization: false });
+    const engine = new Engine({ models: [await llamaDtypesDir()], loadOptions });
     const scheduler = await engine.scheduler();
     const m = scheduler.model;
     expect(m.info.layout).toBe("exact-length");
@@ -100,7 +102,7 @@ describe("steps of several passes", () => {
       engine.generate({ prompt: `Row ${i}`, max_tokens: 400, seed: i, logit_bias: noEos }),
     );
     await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(6);
-    const solo = await new Engine({ models: [await llamaDtypesDir()], loadOptions: () => ({ dtype: "q8" }) }).generate({
+    const solo = await new Engine({ models: [await llamaDtypesDir()], loadOptions }).generate({
       prompt: "Hello there",
       max_tokens: 3,
       temperature: 0,

@@ -17,7 +17,7 @@ import { loadModel } from "./load-model";
 
 /** One pass of 3 rows × 1 new token over `past` columns (with `slice`'s last-token outputs), fetching `outputs`. */
 async function pass(file: string, slice: string[], outputs: string[]) {
-  const s = await createGraphSession(file, {}, slice);
+  const s = await createGraphSession(file, {}, { lastTokenOf: slice });
   const inputs = new Map(s.inputs.map((i) => [i.name, i]));
   const [B, past] = [3, 5];
   const kvMeta = inputs.get("past_key_values.0.key")!;
@@ -75,7 +75,14 @@ describe("last-token outputs", () => {
     const lengths = [2, 5, 3];
     const [B, cap, width] = [3, 8, 6];
     const run = async (slice: boolean) => {
-      const s = await createGraphSession(file, {}, slice ? presents : [], null, slice ? newColumnAt(graph) : null);
+      const s = await createGraphSession(
+        file,
+        {},
+        {
+          lastTokenOf: slice ? presents : [],
+          columnAt: slice ? newColumnAt(graph) : null,
+        },
+      );
       const kvMeta = s.inputs.find((i) => i.name === "past_key_values.0.key")!;
       const [, heads, , D] = kvMeta.shape as number[];
       const mask = new Array(B * width).fill(0);
@@ -153,7 +160,7 @@ describe("last-token outputs", () => {
   it("a graph that cannot take them is loaded unchanged", async () => {
     const file = path.join(await llamaDtypesDir(), "onnx/model.onnx");
     // A Slice of an output the graph does not have makes the augmented graph invalid.
-    const s = await createGraphSession(file, {}, ["present.99.key"]);
+    const s = await createGraphSession(file, {}, { lastTokenOf: ["present.99.key"] });
     expect(s.outputs.map((o) => o.name).some((n) => n.endsWith(".last_token"))).toBe(false);
     expect(s.outputs.map((o) => o.name)).toContain("present.0.key");
     await s.dispose();

@@ -44,6 +44,7 @@ import {
   usesGroupQueryAttention,
 } from "./graph-signature";
 import { FileReader, type GraphOps } from "./onnx-scan";
+import { RowWiseGraph, tensorBytes, type RowWisePlan } from "./row-quantization";
 
 const { onnx } = onnxProto;
 
@@ -138,8 +139,9 @@ export function servedModel(
   presents: readonly string[],
   head: HeadInput | null,
   columnAt: string | null = null,
+  rowWise: RowWisePlan | null = null,
 ): Buffer {
-  return withLastTokenOutputs(modelWithWeightsByReference(file, head), presents, head, columnAt);
+  return withLastTokenOutputs(modelWithWeightsByReference(file, head, rowWise), presents, head, columnAt);
 }
 
 /** `model` (a serialized ModelProto) with the outputs and the nodes that servedModel describes. */
@@ -229,6 +231,7 @@ function withLastTokenOutputs(
 const MODEL_GRAPH = 7;
 const GRAPH_NODE = 1;
 const GRAPH_INITIALIZER = 5;
+const GRAPH_VALUE_INFO = 13;
 const TENSOR_RAW_DATA = 9;
 const TENSOR_EXTERNAL_DATA = 13;
 const TENSOR_DATA_LOCATION = 14;
@@ -241,10 +244,19 @@ const MIN_REFERENCED_BYTES = 4096;
  * MIN_REFERENCED_BYTES) turned into an external-data reference to `file` at that data's offset.
  * Load the result with `session.model_external_initializers_file_folder_path` = `file`'s folder.
  * With `head`, that node reads LAST_POSITION at input 0 (withLastTokenOutputs adds the Slice).
+ * With `rowWise`, the graph's nodes are replaced by the If of ./row-quantization.ts (its
+ * value_info, shape hints for tensors now inside the branches, is left out).
  * Everything else (other nodes, subgraphs, initializers already external, other fields) is
  * copied byte for byte.
  */
-export function modelWithWeightsByReference(file: string, head?: HeadInput | null): Buffer {
+export function modelWithWeightsByReference(
+  file: string,
+  head?: HeadInput | null,
+  rowWise?: RowWisePlan | null,
+): Buffer {
+  // The head's Slice is appended after the graph's nodes, which are inside the If with rowWise.
+  if (head && rowWise) throw new Error("a sliced head and row-wise quantization cannot be combined");
+  const rows = rowWise ? new RowWiseGraph(rowWise) : null;
   const fd = openSync(file, "r");
   try {
     const r = new FileReader(fd);
@@ -263,6 +275,10 @@ export function modelWithWeightsByReference(file: string, head?: HeadInput | nul
           return Buffer.alloc(0);
         },
       });
+      if (rows) {
+        const tensor = onnx.TensorProto.decode(Buffer.concat(kept));
+        rows.initializer(tensor, tensorBytes(file, tensor, raw ?? null));
+      }
       if (raw) {
         kept.push(Buffer.from([(TENSOR_DATA_LOCATION << 3) | 0, EXTERNAL]));
         for (const [key, value] of [
@@ -285,8 +301,23 @@ export function modelWithWeightsByReference(file: string, head?: HeadInput | nul
     };
     const inGraph: Record<number, (start: number, end: number) => Buffer> = { [GRAPH_INITIALIZER]: initializer };
     if (head) inGraph[GRAPH_NODE] = node;
-    const graph = (_start: number, end: number) =>
-      field(MODEL_GRAPH, Buffer.concat(rewriteFields(r, end, range, inGraph)));
+    if (rows) {
+      inGraph[GRAPH_NODE] = (_start, end) => {
+        rows.node(onnx.NodeProto.decode(range(r.pos, end)));
+        return Buffer.alloc(0);
+      };
+      inGraph[GRAPH_VALUE_INFO] = () => Buffer.alloc(0);
+    }
+    const graph = (_start: number, end: number) => {
+      const fields = rewriteFields(r, end, range, inGraph);
+      if (rows) {
+        const { initializers, nodes } = rows.finish();
+        for (const t of initializers)
+          fields.push(field(GRAPH_INITIALIZER, Buffer.from(onnx.TensorProto.encode(t).finish())));
+        for (const n of nodes) fields.push(field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish())));
+      }
+      return field(MODEL_GRAPH, Buffer.concat(fields));
+    };
     return Buffer.concat(rewriteFields(r, fstatSync(fd).size, range, { [MODEL_GRAPH]: graph }));
   } finally {
     closeSync(fd);

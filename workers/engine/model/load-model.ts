@@ -6,7 +6,8 @@ import type { PreTrainedTokenizer } from "@huggingface/transformers";
 import { resolveChatTemplate, type ChatTemplateSource } from "../chat-template";
 import { isEngineError, loadError } from "../errors";
 import { isDtypeChoice, UNSUPPORTED_DTYPES, type Dtype, type DtypeChoice } from "./dtypes";
-import { checkWeightBits, readGraphSignature, type GraphSignature } from "./graph-signature";
+import { logger } from "@/lib/observe/log";
+import { checkWeightBits, quantizesPerTensor, readGraphSignature, type GraphSignature } from "./graph-signature";
 import { downloadModel } from "./hub/download";
 import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
@@ -17,7 +18,8 @@ import { availableMemoryBytes, checkMemory, graphBytes, noteLoaded, noteReleased
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
-import { createGraphSession, type GraphSession, type SessionSettings } from "./session";
+import { rowsIndependent, rowWisePlan } from "./row-quantization";
+import { createGraphSession, type GraphAdditions, type GraphSession, type SessionSettings } from "./session";
 import { AutoTokenizer, env } from "../transformers";
 
 export interface ModelInfo {
@@ -68,6 +70,11 @@ export interface LoadModelOptions {
   availableMemory?: (() => number) | null;
   /** onnxruntime session settings (thread count); default onnxruntime's. */
   session?: SessionSettings;
+  /**
+   * Serve per-tensor quantized graphs (q8, int8, uint8) with row-wise quantization, so that rows
+   * share passes (./row-quantization.ts; their weights then take twice the memory). Default true.
+   */
+  rowWiseQuantization?: boolean;
 }
 
 export async function loadModel(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
@@ -90,25 +97,25 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   }
   const folder = readModelFolder(dir, id);
   const choice = chooseGraph(id, folder.onnxFiles, dtype, folder.config);
-  const weights = graphBytes(dir, [choice.graph, ...choice.data]);
+  let graphOps: GraphOps;
+  try {
+    graphOps = scanOnnxOps(path.join(dir, choice.graph));
+  } catch (e) {
+    throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);
+  }
+  checkWeightBits(id, choice.graph, graphOps);
+  const additions = additionsFor(graphOps, opts.rowWiseQuantization ?? true);
+  // Row-wise quantization has onnxruntime keep the weights twice (row-quantization.ts).
+  const weights = graphBytes(dir, [choice.graph, ...choice.data]) * (additions.rowWise ? 2 : 1);
   if (opts.availableMemory !== null)
     checkMemory(id, choice.graph, weights, (opts.availableMemory ?? availableMemoryBytes)());
   opts.onProgress?.({ state: "loading", dtype: choice.dtype });
 
   let tokenizer: PreTrainedTokenizer;
   let session: GraphSession | undefined;
-  let graphOps: GraphOps | undefined;
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });
-    graphOps = scanOnnxOps(path.join(dir, choice.graph));
-    checkWeightBits(id, choice.graph, graphOps);
-    session = await createGraphSession(
-      path.join(dir, choice.graph),
-      opts.session,
-      presentsToSlice(graphOps),
-      lastPositionHead(graphOps),
-      newColumnAt(graphOps),
-    );
+    session = await createGraphSession(path.join(dir, choice.graph), opts.session, additions);
   } catch (e) {
     if (isEngineError(e)) throw e;
     throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);
@@ -116,7 +123,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   try {
     const chat = resolveChatTemplate(dir);
     (tokenizer as { chat_template: unknown }).chat_template = chat.template;
-    const sig = readGraphSignature(id, session.inputs, session.outputs, graphOps!);
+    let sig = readGraphSignature(id, session.inputs, session.outputs, graphOps);
     const { config, generationConfig } = folder;
     const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
     // Same EOS source as transformers.js generate(): generation_config first, then config.
@@ -124,7 +131,29 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     const vocabSize = sig.vocabSize ?? num(config.vocab_size);
     if (!vocabSize)
       throw loadError("invalid_model", `model ${id}: no vocabulary size (logits shape or config.vocab_size)`);
-    const runner = createRunner(sig, session, vocabSize);
+    let runner = createRunner(sig, session, vocabSize);
+    if (session.rowWise) {
+      // Rows quantized one by one share passes, once the model shows that they do not interact.
+      const rowWiseRunner = createRunner({ ...sig, rowsInteract: false }, session, vocabSize);
+      const independent = await rowsIndependent(rowWiseRunner, vocabSize).catch((err: unknown) => {
+        logger().warn({ err, model: id, graph: choice.graph }, "a pass of two rows failed with row-wise quantization");
+        return false;
+      });
+      if (independent) {
+        sig = { ...sig, rowsInteract: false };
+        runner = rowWiseRunner;
+      } else {
+        logger().warn(
+          { model: id, graph: choice.graph },
+          "row-wise quantization did not give each row its own numbers; each row runs a pass of its own",
+        );
+        // Released first: the two sessions together would hold the weights three times.
+        await session.dispose();
+        session = undefined;
+        session = await createGraphSession(path.join(dir, choice.graph), opts.session, { ...additions, rowWise: null });
+        runner = createRunner(sig, session, vocabSize);
+      }
+    }
     const chunkedPrefill = sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
@@ -158,9 +187,21 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       },
     };
   } catch (e) {
-    await session.dispose();
+    await session?.dispose();
     throw e;
   }
+}
+
+/** What the engine adds to a graph at load (see createGraphSession). */
+function additionsFor(graph: GraphOps, rowWise: boolean): GraphAdditions {
+  const columnAt = newColumnAt(graph);
+  return {
+    lastTokenOf: presentsToSlice(graph),
+    head: lastPositionHead(graph),
+    columnAt,
+    // A GroupQueryAttention graph's column Gather reads seqlens_k, which the If's branches would hide.
+    rowWise: rowWise && quantizesPerTensor(graph) && !columnAt ? rowWisePlan(graph) : null,
+  };
 }
 
 /**

@@ -6,6 +6,7 @@ import path from "node:path";
 import * as ort from "onnxruntime-node";
 import { logger } from "@/lib/observe/log";
 import { servedModel, type HeadInput } from "./last-token-outputs";
+import type { RowWisePlan } from "./row-quantization";
 import type { ValueMeta } from "./graph-signature";
 
 export type OrtTensor = ort.Tensor;
@@ -35,6 +36,8 @@ export function sessionOptions(settings: SessionSettings = {}): ort.InferenceSes
 export interface GraphSession {
   readonly inputs: readonly ValueMeta[];
   readonly outputs: readonly ValueMeta[];
+  /** Whether the graph runs with row-wise activation quantization (./row-quantization.ts). */
+  readonly rowWise: boolean;
   /**
    * One forward pass. `fetches` maps output names to null (allocated by onnxruntime) or to a
    * tensor written in place (results then omit it). Counted: tests assert batching shares passes.
@@ -44,34 +47,56 @@ export interface GraphSession {
   dispose(): Promise<void>;
 }
 
+/** What the engine adds to a graph at load (none by default: the file is loaded as it is). */
+export interface GraphAdditions {
+  /** Present outputs to add the new columns of (./last-token-outputs.ts). */
+  lastTokenOf?: readonly string[];
+  /** The language-model head whose input is sliced to the last position. */
+  head?: HeadInput | null;
+  /** With lastTokenOf: each row's column at this tensor's index rather than the last one. */
+  columnAt?: string | null;
+  /** Row-wise activation quantization (./row-quantization.ts). */
+  rowWise?: RowWisePlan | null;
+}
+
 /**
- * A session of the graph in `file`. With `lastTokenOf` (present outputs) or `head`, the graph
- * gains the outputs of ./last-token-outputs.ts (with `columnAt`, each row's column at that
- * tensor's index rather than the last one), or its head's input sliced to the last position,
- * and is loaded from memory, its weights still read from the file (and its external data files)
- * in the file's folder.
+ * A session of the graph in `file`, with the additions asked for: those graphs are loaded from
+ * memory, their weights still read from the file (and its external data files) in the file's
+ * folder. If onnxruntime refuses the graph with row-wise quantization, it is loaded without it;
+ * if it refuses the other additions too, the file is loaded unchanged.
  */
 export async function createGraphSession(
   file: string,
   settings: SessionSettings = {},
-  lastTokenOf: readonly string[] = [],
-  head: HeadInput | null = null,
-  columnAt: string | null = null,
+  additions: GraphAdditions = {},
 ): Promise<GraphSession> {
+  const { lastTokenOf = [], head = null, columnAt = null, rowWise = null } = additions;
   const options = sessionOptions(settings);
-  let session: ort.InferenceSession | undefined;
-  if (lastTokenOf.length > 0 || head) {
-    try {
-      session = await ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt), {
-        ...options,
-        extra: {
-          ...options.extra,
-          session: {
-            ...(options.extra?.session as object),
-            model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
-          },
+  const fromMemory = (plan: RowWisePlan | null) =>
+    ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt, plan), {
+      ...options,
+      extra: {
+        ...options.extra,
+        session: {
+          ...(options.extra?.session as object),
+          model_external_initializers_file_folder_path: path.dirname(path.resolve(file)),
         },
-      });
+      },
+    });
+  let session: ort.InferenceSession | undefined;
+  let rowWiseLoaded = false;
+  if (rowWise) {
+    try {
+      session = await fromMemory(rowWise);
+      rowWiseLoaded = true;
+    } catch (err) {
+      // Served as before: one row per pass.
+      logger().warn({ err, file }, "could not add row-wise quantization to the graph; its rows will run one per pass");
+    }
+  }
+  if (!session && (lastTokenOf.length > 0 || head)) {
+    try {
+      session = await fromMemory(null);
     } catch (err) {
       // Served as it is (each step then fetches the whole cache, each prompt all its logits): slower, never wrong.
       logger().warn(
@@ -87,6 +112,7 @@ export async function createGraphSession(
   return {
     inputs: session.inputMetadata.map(meta),
     outputs: session.outputMetadata.map(meta),
+    rowWise: rowWiseLoaded,
     stats,
     async run(feeds, fetches) {
       stats.forwardCalls++;

@@ -75,6 +75,7 @@ export function fakeSession(run: GraphSession["run"]): GraphSession {
   return {
     inputs: [],
     outputs: [],
+    rowWise: false,
     stats,
     dispose: async () => {},
     run: (feeds, fetches) => {

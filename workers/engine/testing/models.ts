@@ -44,7 +44,7 @@ export const llamaLayoutDir = (
     ...{
       "no-position-ids": { positions: "past-length" as const },
       gqa: { attention: "gqa" as const },
-      "external-data": { externalData: 2, dtypes: ["fp32" as const, "q4" as const] },
+      "external-data": { externalData: 2, dtypes: ["fp32" as const, "q8" as const, "q4" as const] },
       "extra-inputs": { numLogitsToKeep: true, useCacheBranch: true },
       // MatMulNBits accuracy_level 4, as onnxruntime-genai's CPU int4 exports (and the bench's q4).
       "q4-int8-compute": { dtypes: ["q4" as const], q4Accuracy: 4 },
