@@ -179,12 +179,21 @@ export class RowWiseGraph {
       scalar(ONE, DataType.INT64, 1),
       ...this.columnSums.map(({ name, weight, zeroPoint }) => this.columnSumsOf(name, weight, zeroPoint)),
     ];
-    const branch = (prefix: string, nodes: NodeProto[]) =>
-      onnx.GraphProto.create({
+    // Each branch's outputs are the graph's, renamed where their nodes write them rather than
+    // through an Identity (which may copy them, the whole cache, each pass).
+    const branch = (prefix: string, nodes: NodeProto[]) => {
+      const renamed = new Map(this.plan.outputs.map((o) => [o, `${prefix}/${o}`]));
+      const rename = (names: string[]) => names.map((n) => renamed.get(n) ?? n);
+      const produced = new Set(nodes.flatMap((n) => n.output));
+      return onnx.GraphProto.create({
         name: prefix,
-        node: [...nodes, ...this.plan.outputs.map((o) => node("Identity", [o], [`${prefix}/${o}`]))],
-        output: this.plan.outputs.map((o) => onnx.ValueInfoProto.create({ name: `${prefix}/${o}` })),
+        node: [
+          ...nodes.map((n) => onnx.NodeProto.create({ ...n, input: rename(n.input), output: rename(n.output) })),
+          ...this.plan.outputs.filter((o) => !produced.has(o)).map((o) => node("Identity", [o], [renamed.get(o)!])),
+        ],
+        output: this.plan.outputs.map((o) => onnx.ValueInfoProto.create({ name: renamed.get(o) })),
       });
+    };
     const nodes = [
       node("Shape", ["input_ids"], ["lmp_rowq.shape"]),
       node("Gather", ["lmp_rowq.shape", ZERO], ["lmp_rowq.rows"], [int("axis", 0)]),

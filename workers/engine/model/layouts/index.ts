@@ -31,7 +31,9 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
   },
   {
     name: "padded",
-    serves: "graphs with a position_ids input (Optimum / transformers.js exports)",
+    serves:
+      "graphs with a position_ids input (Optimum / transformers.js exports), per-tensor quantized ones " +
+      "(q8/int8/uint8) with their activations quantized row by row (model/row-quantization.ts)",
     positions: "fed per row",
     batching: "all rows in one pass, shorter rows padded and masked by attention_mask",
     cacheUpdate:
@@ -42,8 +44,8 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     name: "exact-length",
     serves:
       "graphs without position_ids (positions from the past length or the mask), and graphs that " +
-      "quantize activations per tensor (DynamicQuantizeLinear: q8/int8/uint8 files) or fix their batch at 1, " +
-      "one row per pass",
+      "fix their batch at 1 or quantize activations per tensor as they are (DynamicQuantizeLinear: " +
+      "q8/int8/uint8 files without row-wise quantization), one row per pass",
     positions: "the graph's own, from the past length",
     batching: "rows of equal length share a pass; no padding ever",
     cacheUpdate:
