@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
 import { createRunner } from "./layouts";
 import { loadModel, type LoadedModel } from "./load-model";
+import { graphBytes, neededBytes } from "./memory-check";
 import { scanOnnxOps } from "./onnx-scan";
 import { rowsIndependent, rowWisePlan } from "./row-quantization";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphSession, type OrtTensor } from "./session";
@@ -96,6 +97,24 @@ describe("which graphs are planned", () => {
     expect(
       rowWisePlan(scanOnnxOps(path.join(await llamaLayoutDir("hybrid"), "onnx", "model_quantized.onnx"))),
     ).not.toBeNull();
+  });
+});
+
+describe("loading", () => {
+  const models: LoadedModel[] = [];
+  afterAll(() => Promise.all(models.map((m) => m.dispose())));
+
+  it("counts the weights twice in the memory check, as onnxruntime keeps them twice", async () => {
+    const dir = await llamaDtypesDir();
+    const bytes = graphBytes(dir, ["onnx/model_quantized.onnx"]);
+    // Room for the file once, not twice: refused served row-wise, loaded as it is.
+    const room = () => (neededBytes(bytes) + neededBytes(2 * bytes)) / 2;
+    await expect(loadModel(dir, { dtype: "q8", availableMemory: room })).rejects.toMatchObject({
+      reason: "insufficient_memory",
+    });
+    const m = await loadModel(dir, { dtype: "q8", availableMemory: room, rowWiseQuantization: false });
+    models.push(m);
+    expect(m.session.rowWise).toBe(false);
   });
 });
 
