@@ -106,10 +106,17 @@ describe("generated export layouts", () => {
       "model_q4.onnx",
       "model_q4.onnx_data",
       "model_q4.onnx_data_1",
+      "model_quantized.onnx",
+      "model_quantized.onnx_data",
+      "model_quantized.onnx_data_1",
     ]);
     expect((await readFile(path.join(dir, "onnx/model.onnx"))).length).toBeLessThan(20_000);
     const config = JSON.parse(await readFile(path.join(dir, "config.json"), "utf8"));
-    expect(config["transformers.js_config"].use_external_data_format).toEqual({ "model.onnx": 2, "model_q4.onnx": 2 });
+    expect(config["transformers.js_config"].use_external_data_format).toEqual({
+      "model.onnx": 2,
+      "model_q4.onnx": 2,
+      "model_quantized.onnx": 2,
+    });
   });
 
   it("GroupQueryAttention (model-builder style) and the extra inputs real exports declare", async () => {
