@@ -9,7 +9,7 @@ import { createRunner } from "./layouts";
 import { loadModel, type LoadedModel } from "./load-model";
 import { graphBytes, neededBytes } from "./memory-check";
 import { scanOnnxOps } from "./onnx-scan";
-import { rowsIndependent, rowWisePlan } from "./row-quantization";
+import { columnSums, rowsIndependent, rowWisePlan } from "./row-quantization";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphSession, type OrtTensor } from "./session";
 
 const file = async (dtype: string) =>
@@ -83,6 +83,21 @@ describe.each(["q8", "int8", "uint8"])("a %s graph", (dtype) => {
     // The file's own nodes quantize the three rows with one scale: their logits move.
     const mixed = await decode(plain, all);
     expect(all.some((r) => !identical(mixed[r], alone[r]))).toBe(true);
+  });
+});
+
+describe("column sums", () => {
+  it("equal one value at a time, for any number of rows (not only multiples of four)", () => {
+    for (const K of [1, 3, 4, 7, 9]) {
+      const N = 5;
+      const values = Int8Array.from({ length: K * N }, (_, i) => ((i * 37 + K) % 256) - 128);
+      const expected = Array.from({ length: N }, (_, n) => {
+        let sum = 0;
+        for (let k = 0; k < K; k++) sum += values[k * N + n];
+        return sum;
+      });
+      expect([...columnSums(values, K, N)], `K = ${K}`).toEqual(expected);
+    }
   });
 });
 
