@@ -33,7 +33,7 @@
 // length): onnxruntime reads the weights from the file as it does for a model loaded by path
 // (loading the whole 537 MB file into a buffer instead doubled the resident memory the bench
 // model added: 866 → 1,872 MiB).
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import {
@@ -43,7 +43,7 @@ import {
   quantizesPerTensor,
   usesGroupQueryAttention,
 } from "./graph-signature";
-import { FileReader, type GraphOps } from "./onnx-scan";
+import { FileReader, readAt, type GraphOps } from "./onnx-scan";
 import { RowWiseGraph, tensorBytes, type RowWisePlan } from "./row-quantization";
 
 const { onnx } = onnxProto;
@@ -260,11 +260,7 @@ export function modelWithWeightsByReference(
   const fd = openSync(file, "r");
   try {
     const r = new FileReader(fd);
-    const range = (start: number, end: number) => {
-      const b = Buffer.alloc(end - start);
-      if (readSync(fd, b, 0, b.length, start) !== b.length) throw new Error("unexpected end of file");
-      return b;
-    };
+    const range = (start: number, end: number) => readAt(fd, start, end - start);
     const location = path.basename(file);
     const initializer = (_start: number, end: number) => {
       let raw: { offset: number; length: number } | undefined;
@@ -277,7 +273,9 @@ export function modelWithWeightsByReference(
       });
       if (rows) {
         const tensor = onnx.TensorProto.decode(Buffer.concat(kept));
-        rows.initializer(tensor, tensorBytes(file, tensor, raw ?? null));
+        // Read, if the rewrite needs it, while the file is still open (rows.finish, below).
+        const at = raw;
+        rows.initializer(tensor, tensorBytes(file, tensor, at ? () => range(at.offset, at.offset + at.length) : null));
       }
       if (raw) {
         kept.push(Buffer.from([(TENSOR_DATA_LOCATION << 3) | 0, EXTERNAL]));

@@ -131,18 +131,20 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     const vocabSize = sig.vocabSize ?? num(config.vocab_size);
     if (!vocabSize)
       throw loadError("invalid_model", `model ${id}: no vocabulary size (logits shape or config.vocab_size)`);
-    let runner = createRunner(sig, session, vocabSize);
     if (session.rowWise) {
       // Rows quantized one by one share passes, once the model shows that they do not interact.
-      const rowWiseRunner = createRunner({ ...sig, rowsInteract: false }, session, vocabSize);
-      const independent = await rowsIndependent(rowWiseRunner, vocabSize).catch((err: unknown) => {
-        logger().warn({ err, model: id, graph: choice.graph }, "a pass of two rows failed with row-wise quantization");
-        return false;
-      });
-      if (independent) {
-        sig = { ...sig, rowsInteract: false };
-        runner = rowWiseRunner;
-      } else {
+      const rowWiseSig = { ...sig, rowsInteract: false };
+      const independent = await rowsIndependent(createRunner(rowWiseSig, session, vocabSize), vocabSize).catch(
+        (err: unknown) => {
+          logger().warn(
+            { err, model: id, graph: choice.graph },
+            "a pass of two rows failed with row-wise quantization",
+          );
+          return false;
+        },
+      );
+      if (independent) sig = rowWiseSig;
+      else {
         logger().warn(
           { model: id, graph: choice.graph },
           "row-wise quantization did not give each row its own numbers; each row runs a pass of its own",
@@ -151,9 +153,9 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
         await session.dispose();
         session = undefined;
         session = await createGraphSession(path.join(dir, choice.graph), opts.session, { ...additions, rowWise: null });
-        runner = createRunner(sig, session, vocabSize);
       }
     }
+    const runner = createRunner(sig, session, vocabSize);
     const chunkedPrefill = sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,

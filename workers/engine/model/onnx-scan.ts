@@ -27,6 +27,13 @@ export interface ScannedNode {
   outputs: string[];
 }
 
+/** `length` bytes of the open file `fd` from `offset`. */
+export function readAt(fd: number, offset: number, length: number): Buffer {
+  const out = Buffer.alloc(length);
+  if (readSync(fd, out, 0, length, offset) !== length) throw new Error("unexpected end of file");
+  return out;
+}
+
 /** Reads a file through a sliding window; `pos` is absolute. */
 export class FileReader {
   private buf = Buffer.alloc(1 << 16);
@@ -56,9 +63,7 @@ export class FileReader {
   }
 
   bytes(n: number): Buffer {
-    const out = Buffer.alloc(n);
-    const got = readSync(this.fd, out, 0, n, this.pos);
-    if (got !== n) throw new Error("unexpected end of file");
+    const out = readAt(this.fd, this.pos, n);
     this.pos += n;
     return out;
   }

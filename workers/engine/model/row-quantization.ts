@@ -26,11 +26,11 @@
 // ./last-token-outputs.ts); the file is not changed. Whether rows then really are independent is
 // checked at load on the model itself (rowsIndependent), and a graph that fails is served as
 // before.
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import type { ModelRunner, PrefillState } from "./layouts/layout";
-import type { GraphOps, ScannedNode } from "./onnx-scan";
+import { readAt, type GraphOps, type ScannedNode } from "./onnx-scan";
 
 const { onnx } = onnxProto;
 type NodeProto = InstanceType<typeof onnx.NodeProto>;
@@ -174,7 +174,8 @@ export class RowWiseGraph {
       scalar(F255, DataType.FLOAT, 255),
       scalar(TINY, DataType.FLOAT, SMALLEST_FLOAT32),
       int64s(FLAT, [-1]),
-      int64s(AXES, [1, 2]),
+      // Read only where ReduceMin/ReduceMax take their axes as an input.
+      ...(this.plan.opset >= AXES_AS_INPUT_OPSET ? [int64s(AXES, [1, 2])] : []),
       scalar(ZERO, DataType.INT64, 0),
       scalar(ONE, DataType.INT64, 1),
       ...this.columnSums.map(({ name, weight, zeroPoint }) => this.columnSumsOf(name, weight, zeroPoint)),
@@ -271,16 +272,12 @@ function integers(t: TensorProto, raw: Buffer, count: number | null): Int8Array 
 }
 
 /**
- * A reader of an initializer's raw bytes: inline, at `inFile` (an offset and length in the model
- * file, when the caller referenced it out of the message), or in an external data file next to it.
+ * A reader of an initializer's raw bytes: `inFile` when the caller took them out of the message
+ * (a reader of the model file it has open), inline, or in an external data file next to it.
  */
-export function tensorBytes(
-  file: string,
-  tensor: TensorProto,
-  inFile: { offset: number; length: number } | null,
-): TensorBytes {
+export function tensorBytes(file: string, tensor: TensorProto, inFile: TensorBytes | null): TensorBytes {
   return () => {
-    if (inFile) return readRange(file, inFile.offset, inFile.length);
+    if (inFile) return inFile();
     if (tensor.rawData && tensor.rawData.length > 0) return Buffer.from(tensor.rawData);
     if (tensor.dataLocation === onnx.TensorProto.DataLocation.EXTERNAL) {
       const entry = (key: string) => tensor.externalData?.find((e) => e.key === key)?.value;
@@ -289,21 +286,15 @@ export function tensorBytes(
       const length = Number(entry("length") ?? NaN);
       if (!Number.isFinite(length))
         throw new Error(`row-wise quantization: ${tensor.name} has no external data length`);
-      return readRange(path.join(path.dirname(file), location), Number(entry("offset") ?? 0), length);
+      const fd = openSync(path.join(path.dirname(file), location), "r");
+      try {
+        return readAt(fd, Number(entry("offset") ?? 0), length);
+      } finally {
+        closeSync(fd);
+      }
     }
     return Buffer.alloc(0);
   };
-}
-
-function readRange(file: string, offset: number, length: number): Buffer {
-  const fd = openSync(file, "r");
-  try {
-    const b = Buffer.alloc(length);
-    if (readSync(fd, b, 0, length, offset) !== length) throw new Error(`unexpected end of ${file}`);
-    return b;
-  } finally {
-    closeSync(fd);
-  }
 }
 
 const F0 = "lmp_rowq.zero_f";
