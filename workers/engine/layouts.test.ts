@@ -6,7 +6,7 @@ import { Engine } from "./engine";
 import type { Dtype } from "./model/dtypes";
 import type { LayoutName } from "./model/layouts/layout";
 import type { LoadedModel } from "./model/load-model";
-import { llamaDtypesDir, llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
+import { llamaDtypesDir, llamaLayoutDir, llamaModelDir, llamaQuantizedDir, tinyModelDir } from "./testing/models";
 import { referenceGreedy } from "./testing/reference";
 
 const PROMPTS = [
@@ -121,6 +121,16 @@ const CASES: Case[] = [
     layout: "padded",
     shares: "all",
   },
+  // Its fp32 graph quantized as transformers.js' quantize.py does (q8 takes uint8 weights here:
+  // the graph has MultiHeadAttention). The export lists a few nodes before their inputs'
+  // producers, which row-wise quantization's If branches must not.
+  ...(["q8", "int8"] as const).map((dtype) => ({
+    name: `tiny-random-llama, ${dtype} (quantized as transformers.js does)`,
+    dir: () => llamaQuantizedDir(dtype),
+    dtype,
+    layout: "padded" as const,
+    shares: "all" as const,
+  })),
 ];
 
 const greedy = (engine: Engine, prompt: string, max_tokens: number) =>

@@ -1,10 +1,11 @@
 // Test fixtures: the generated tiny model (cached per machine) and a private copy of the
 // third-party tiny-random-llama checkpoint.
 import { existsSync } from "node:fs";
-import { cp, mkdtemp } from "node:fs/promises";
+import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { cachedTinyModel } from "@/scripts/tiny-model/generate";
+import { quantizeDynamic, type DynamicQuantMode } from "@/scripts/tiny-model/quantize-dynamic";
 
 const repoRoot = path.resolve(import.meta.dirname, "../../..");
 
@@ -20,6 +21,18 @@ export async function llamaModelDir(): Promise<string> {
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-llama-"));
   await cp(src, dir, { recursive: true });
+  return dir;
+}
+
+/**
+ * The third-party checkpoint with its fp32 graph quantized as transformers.js' quantize.py
+ * writes a repo's q8 / int8 / uint8 file (model_quantized.onnx, model_int8.onnx, model_uint8.onnx).
+ */
+export async function llamaQuantizedDir(mode: DynamicQuantMode): Promise<string> {
+  const dir = await llamaModelDir();
+  const file = { q8: "model_quantized.onnx", int8: "model_int8.onnx", uint8: "model_uint8.onnx" }[mode];
+  const fp32 = await readFile(path.join(dir, "onnx", "model.onnx"));
+  await writeFile(path.join(dir, "onnx", file), quantizeDynamic(fp32, mode));
   return dir;
 }
 
