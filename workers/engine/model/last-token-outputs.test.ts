@@ -258,6 +258,15 @@ describe("lastPositionHead", () => {
     );
   });
 
+  it("finds it in a graph that lists nodes before their inputs' producers (as some exports do)", () => {
+    const tail = [
+      node(":MatMul", ["normed", "lm_w"], ["logits"]),
+      node(":Mul", ["scaled", "norm_w"], ["normed"]),
+      node(":Div", ["hidden", "rms"], ["scaled"]),
+    ];
+    expect(lastPositionHead(graph(tail))).toEqual({ node: "logits", source: "normed" });
+  });
+
   it("leaves the graph alone when the way to logits is not position-wise or not the head's alone", () => {
     const none = [
       // a Reshape between the head and logits (a flattened [B*S, H] head)

@@ -112,9 +112,18 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
     for (const o of n.outputs) producer.set(o, n);
     for (const i of n.inputs) readers.set(i, (readers.get(i) ?? 0) + 1);
   }
-  // Tensors that depend on a graph input (nodes are in topological order, as ONNX requires).
+  // Tensors that depend on a graph input. Passes until nothing changes: ONNX requires nodes in
+  // topological order (then one pass does), but exports do not always list them so (see
+  // topologicalOrder in ./row-quantization.ts).
   const dynamic = new Set(graph.inputs);
-  for (const n of graph.nodes) if (n.inputs.some((i) => dynamic.has(i))) for (const o of n.outputs) dynamic.add(o);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const n of graph.nodes)
+      if (n.inputs.some((i) => dynamic.has(i)) && n.outputs.some((o) => !dynamic.has(o))) {
+        for (const o of n.outputs) dynamic.add(o);
+        grew = true;
+      }
+  }
   let tensor = "logits";
   for (let hops = 0; hops < 8; hops++) {
     const n = producer.get(tensor);
