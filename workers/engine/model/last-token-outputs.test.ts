@@ -6,11 +6,12 @@
 import { statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
+import { llamaDtypesDir, llamaLayoutDir, llamaQuantizedDir } from "../testing/models";
 import { lastTokenOutput } from "./graph-signature";
 import { lastPositionHead, modelWithWeightsByReference, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
-import { createGraphSession, int64Tensor, kvTensor, newKvArray, type OrtTensor } from "./session";
+import { rowWisePlan } from "./row-quantization";
+import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphAdditions, type OrtTensor } from "./session";
 import { GraphIo } from "./layouts/feeds";
 import type { PrefillState } from "./layouts/layout";
 import { loadModel } from "./load-model";
@@ -267,6 +268,17 @@ describe("lastPositionHead", () => {
     expect(lastPositionHead(graph(tail))).toEqual({ node: "logits", source: "normed" });
   });
 
+  it("finds a per-tensor quantized head at its MatMulInteger, after the quantizer", () => {
+    const tail = [
+      node(":DynamicQuantizeLinear", ["hidden"], ["hq", "hs", "hz"]),
+      node(":MatMulInteger", ["hq", "wq", "hz", "wz"], ["l0"]),
+      node(":Cast", ["l0"], ["l1"]),
+      node(":Mul", ["hs", "ws"], ["scales"]),
+      node(":Mul", ["l1", "scales"], ["logits"]),
+    ];
+    expect(lastPositionHead(graph(tail))).toEqual({ node: "l0", source: "hq" });
+  });
+
   it("leaves the graph alone when the way to logits is not position-wise or not the head's alone", () => {
     const none = [
       // a Reshape between the head and logits (a flattened [B*S, H] head)
@@ -283,12 +295,12 @@ describe("lastPositionHead", () => {
       [node(":MatMul", ["hidden", "lm_w"], ["logits"]), node(":Softmax", ["logits"], ["probs"])],
       // weights fed as the first input
       [node(":MatMul", ["lm_w", "hidden"], ["logits"])],
-      // per-tensor quantized head
+      // a per-tensor quantized head multiplied by another activation
       [
         node(":DynamicQuantizeLinear", ["hidden"], ["hq", "hs", "hz"]),
         node(":MatMulInteger", ["hq", "wq", "hz", "wz"], ["l0"]),
         node(":Cast", ["l0"], ["l1"]),
-        node(":Mul", ["l1", "hs"], ["logits"]),
+        node(":Mul", ["l1", "h0"], ["logits"]),
       ],
     ];
     for (const tail of none) expect(lastPositionHead(graph(tail)), tail.map((n) => n.op).join(" ")).toBeNull();
@@ -299,5 +311,53 @@ describe("lastPositionHead", () => {
     const exported = [node(":MatMul", ["hidden", "lm_w"], ["l0"]), node(":Cast", ["l0"], ["logits"])];
     expect(lastPositionHead(graph(exported, { outputs: ["logits", "l0"] }))).toBeNull();
     expect(lastPositionHead(graph(exported))).toEqual({ node: "l0", source: "hidden" });
+  });
+});
+
+/** The last position's logits of one 7-token prompt through `file` served with `additions`. */
+async function promptLogits(file: string, additions: GraphAdditions) {
+  const s = await createGraphSession(file, {}, additions);
+  const S = 7;
+  const feeds: Record<string, OrtTensor> = {
+    input_ids: int64Tensor([5, 9, 11, 300, 7, 42, 4], [1, S]),
+    attention_mask: int64Tensor(new Array(S).fill(1), [1, S]),
+    position_ids: int64Tensor([0, 1, 2, 3, 4, 5, 6], [1, S]),
+  };
+  for (const i of s.inputs.filter((i) => i.name.startsWith("past_key_values."))) {
+    const [, heads, , D] = i.shape as number[];
+    feeds[i.name] = kvTensor("float32", newKvArray("float32", 0), [1, heads, 0, D]);
+  }
+  const { logits } = await s.run(feeds, { logits: null });
+  await s.dispose();
+  const V = logits.dims[2];
+  return { positions: logits.dims[1], last: (logits.data as Float32Array).slice(-V), rowWise: s.rowWise };
+}
+
+describe("a per-tensor quantized head sliced to the last position", () => {
+  it.each([
+    ["generated llama, q8", () => llamaDtypesDir(), "model_quantized.onnx"],
+    ["generated llama, uint8", () => llamaDtypesDir(), "model_uint8.onnx"],
+    ["tiny-random-llama, q8", () => llamaQuantizedDir("q8"), "model_quantized.onnx"],
+  ])("%s: gives the file's logits bit for bit, served as it is and row-wise", async (_name, dir, name) => {
+    const file = path.join(await dir(), "onnx", name);
+    const graph = scanOnnxOps(file);
+    const head = lastPositionHead(graph);
+    expect(head).not.toBeNull();
+    // The head reads a quantizer's output: the slice comes after the quantizer.
+    expect(graph.nodes.find((n) => n.outputs[0] === head!.node)?.op).toBe(":MatMulInteger");
+    const whole = await promptLogits(file, {});
+    const sliced = await promptLogits(file, { head });
+    const rowWise = await promptLogits(file, { head, rowWise: rowWisePlan(graph) });
+    expect([whole.positions, sliced.positions, rowWise.positions]).toEqual([7, 1, 1]);
+    expect(rowWise.rowWise).toBe(true);
+    const same = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+    expect(same(sliced.last, whole.last)).toBe(true);
+    expect(same(rowWise.last, whole.last)).toBe(true);
+    // Sliced before its quantizer instead, the last position would get a scale of its own.
+    const quantizer = graph.nodes.find((n) => n.outputs[0] === head!.source)!;
+    expect(quantizer.op).toBe(":DynamicQuantizeLinear");
+    const early = await promptLogits(file, { head: { node: head!.source, source: quantizer.inputs[0] } });
+    expect(early.positions).toBe(1);
+    expect(same(early.last, whole.last)).toBe(false);
   });
 });

@@ -25,7 +25,11 @@
 // head runs on one position and the output is [rows, 1, vocab]: on the 134M bench model the head
 // is 18% of the weights, and a 512-token prompt's logits were 65 MB copied into a new buffer (at
 // a vocabulary of 152k, 78 MB per 128-token chunk). Graphs that take num_logits_to_keep are fed 1
-// instead, and per-tensor quantized graphs are left alone (the slice would change their scale).
+// instead. A per-tensor quantized head (DynamicQuantizeLinear → MatMulInteger → Cast → Mul) is
+// sliced after its quantizer, at the MatMulInteger's input: the scale and zero point still come
+// from every position, as in the file, and each position's product is its own row of integer
+// arithmetic, so the last position's logits are bit for bit the file's (slicing the quantizer's
+// input would change its scale).
 //
 // Such a graph is loaded from memory, not from its file. So that memory holds the graph and not
 // the weights, the bytes handed to onnxruntime are the model with each inline weight's data
@@ -36,13 +40,7 @@
 import { closeSync, fstatSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
-import {
-  isPastInput,
-  lastTokenOutput,
-  presentOf,
-  quantizesPerTensor,
-  usesGroupQueryAttention,
-} from "./graph-signature";
+import { isPastInput, lastTokenOutput, presentOf, usesGroupQueryAttention } from "./graph-signature";
 import { FileReader, readAt, type GraphOps } from "./onnx-scan";
 import { RowWiseGraph, tensorBytes, type RowWisePlan } from "./row-quantization";
 
@@ -90,20 +88,36 @@ export interface HeadInput {
 
 /** The sliced head input's name (see LAST_POSITION below). */
 const LAST_POSITION = "lmp_last_position";
+/** Slice's inputs: from the last position (-1) to the end along axis 1 (initializers of withLastTokenOutputs). */
+const LAST_STARTS = "lmp_last_token_starts";
+const TO_END = "lmp_last_token_ends";
+const SEQUENCE_AXIS = "lmp_last_position_axes";
+
+/** The head's input sliced to the last position, placed just before the head. */
+const lastPositionSlice = (head: HeadInput) =>
+  onnx.NodeProto.create({
+    name: LAST_POSITION,
+    opType: "Slice",
+    input: [head.source, LAST_STARTS, TO_END, SEQUENCE_AXIS],
+    output: [LAST_POSITION],
+  });
 
 /** Matrix products whose input 0 is the activation and whose other inputs are weights. */
-const HEAD_OPS = new Set([":MatMul", "com.microsoft:MatMulNBits"]);
+const HEAD_OPS = new Set([":MatMul", "com.microsoft:MatMulNBits", ":MatMulInteger"]);
+const DQL = ":DynamicQuantizeLinear";
 /** Ops between the head and `logits` that act on each position alone (casts, bias, scale, softcap). */
 const POSITIONWISE = new Set([":Cast", ":Add", ":Sub", ":Mul", ":Div", ":Tanh", ":Identity"]);
 
 /**
  * The input of the head that computes `logits`, when its output reaches `logits` through
  * position-wise ops only, with one dynamic operand each (the others weights or constants), and
- * nothing else reads that chain. Null when the graph is not so (a Reshape in the way, a
- * per-tensor quantized head, num_logits_to_keep already there): it is then served unchanged.
+ * nothing else reads that chain. A per-tensor quantized head's input is its MatMulInteger's
+ * quantized one; its quantizer's scale and zero point (one for the whole tensor) do not count as
+ * operands. Null when the graph is not so (a Reshape in the way, num_logits_to_keep already
+ * there): it is then served unchanged.
  */
 export function lastPositionHead(graph: GraphOps): HeadInput | null {
-  if (graph.opset < MIN_OPSET || graph.inputs.includes("num_logits_to_keep") || quantizesPerTensor(graph)) return null;
+  if (graph.opset < MIN_OPSET || graph.inputs.includes("num_logits_to_keep")) return null;
   if (!graph.outputs.includes("logits")) return null;
   const producer = new Map<string, (typeof graph.nodes)[number]>();
   // Readers of each tensor: nodes, and the graph's outputs (logits is read by its output alone).
@@ -124,11 +138,24 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
         grew = true;
       }
   }
+  // Whole-tensor quantization parameters: DynamicQuantizeLinear's scales and zero points, and
+  // scales multiplied by constants (the weight's scale).
+  const params = new Set(graph.nodes.filter((n) => n.op === DQL).flatMap((n) => n.outputs.slice(1)));
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const n of graph.nodes) {
+      const live = n.inputs.filter((i) => i && dynamic.has(i));
+      if (n.op === ":Mul" && live.length > 0 && live.every((i) => params.has(i)) && !params.has(n.outputs[0])) {
+        params.add(n.outputs[0]);
+        grew = true;
+      }
+    }
+  }
   let tensor = "logits";
   for (let hops = 0; hops < 8; hops++) {
     const n = producer.get(tensor);
     if (!n || n.outputs[0] !== tensor || readers.get(tensor) !== 1) return null;
-    const live = n.inputs.filter((i) => i && dynamic.has(i));
+    const live = n.inputs.filter((i) => i && dynamic.has(i) && !params.has(i));
     if (live.length !== 1) return null;
     if (HEAD_OPS.has(n.op)) return n.inputs[0] === live[0] ? { node: n.outputs[0], source: live[0] } : null;
     if (!POSITIONWISE.has(n.op)) return null;
@@ -178,11 +205,16 @@ function withLastTokenOutputs(
   ) => onnx.NodeProto.create({ name, opType, input, output, attribute });
   const int = (name: string, i: number) =>
     onnx.AttributeProto.create({ name, type: onnx.AttributeProto.AttributeType.INT, i });
-  const starts = "lmp_last_token_starts";
-  const ends = "lmp_last_token_ends";
+  const ends = TO_END;
   const axes = "lmp_last_token_axes";
-  const sequenceAxis = "lmp_last_position_axes";
-  const initializer = [int64(starts, [-1]), int64(ends, [2 ** 31 - 1]), int64(axes, [2]), int64(sequenceAxis, [1])];
+  // Only what the Slices read (the head's is placed by modelWithWeightsByReference): onnxruntime
+  // warns of every initializer no node reads.
+  const slicesPresents = presents.length > 0 && !columnAt;
+  const initializer = [
+    ...(head || slicesPresents ? [int64(ends, [2 ** 31 - 1])] : []),
+    ...(slicesPresents ? [int64(axes, [2])] : []),
+    ...(head ? [int64(LAST_STARTS, [-1]), int64(SEQUENCE_AXIS, [1])] : []),
+  ];
   const nodes: ReturnType<typeof onnx.NodeProto.create>[] = [];
   // S, the positions fed: input_ids' second dimension.
   if (presents.length > 0) nodes.push(node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]));
@@ -215,7 +247,7 @@ function withLastTokenOutputs(
         node(`lmp_last_token_${i}`, "GatherElements", [p, "lmp_column_index"], [lastTokenOutput(p)], [int("axis", 2)]),
       ),
     );
-  } else if (presents.length > 0) {
+  } else if (slicesPresents) {
     // The fed positions' columns: the last S of each present, S = input_ids' sequence length (1
     // when decoding; a prompt chunk's length when prefilling, see GraphIo.prefill).
     initializer.push(int64("lmp_fed_from", [1]), int64("lmp_fed_to", [2]));
@@ -227,7 +259,6 @@ function withLastTokenOutputs(
       ),
     );
   }
-  if (head) nodes.push(node(LAST_POSITION, "Slice", [head.source, starts, ends, sequenceAxis], [LAST_POSITION]));
   const graph = onnx.GraphProto.create({
     initializer,
     node: nodes,
@@ -252,9 +283,10 @@ const MIN_REFERENCED_BYTES = 4096;
  * `file`'s ModelProto with the raw data of every initializer of its main graph (of at least
  * MIN_REFERENCED_BYTES) turned into an external-data reference to `file` at that data's offset.
  * Load the result with `session.model_external_initializers_file_folder_path` = `file`'s folder.
- * With `head`, that node reads LAST_POSITION at input 0 (withLastTokenOutputs adds the Slice).
+ * With `head`, that node reads LAST_POSITION at input 0, the Slice placed before it.
  * With `rowWise`, the graph's nodes are replaced by the If of ./row-quantization.ts (its
- * value_info, shape hints for tensors now inside the branches, is left out).
+ * value_info, shape hints for tensors now inside the branches, is left out); the head and its
+ * Slice are then in both branches.
  * Everything else (other nodes, subgraphs, initializers already external, other fields) is
  * copied byte for byte.
  */
@@ -263,8 +295,6 @@ export function modelWithWeightsByReference(
   head?: HeadInput | null,
   rowWise?: RowWisePlan | null,
 ): Buffer {
-  // The head's Slice is appended after the graph's nodes, which are inside the If with rowWise.
-  if (head && rowWise) throw new Error("a sliced head and row-wise quantization cannot be combined");
   const rows = rowWise ? new RowWiseGraph(rowWise) : null;
   const fd = openSync(file, "r");
   try {
@@ -299,18 +329,24 @@ export function modelWithWeightsByReference(
       }
       return field(GRAPH_INITIALIZER, Buffer.concat(kept));
     };
-    // The head's node reads the sliced input; every other node is copied byte for byte.
-    const node = (start: number, end: number) => {
-      const n = onnx.NodeProto.decode(range(r.pos, end));
-      if (!head || n.output?.[0] !== head.node || n.input[0] !== head.source) return range(start, end);
+    // The head's node reads the sliced input (the Slice goes just before it).
+    const withSlicedHead = (n: InstanceType<typeof onnx.NodeProto>) => {
+      if (!head || n.output?.[0] !== head.node || n.input[0] !== head.source) return [n];
       n.input[0] = LAST_POSITION;
-      return field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish()));
+      return [lastPositionSlice(head), n];
     };
+    const encoded = (nodes: InstanceType<typeof onnx.NodeProto>[]) =>
+      Buffer.concat(nodes.map((n) => field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish()))));
     const inGraph: Record<number, (start: number, end: number) => Buffer> = { [GRAPH_INITIALIZER]: initializer };
-    if (head) inGraph[GRAPH_NODE] = node;
+    // Every other node is copied byte for byte.
+    if (head)
+      inGraph[GRAPH_NODE] = (start, end) => {
+        const nodes = withSlicedHead(onnx.NodeProto.decode(range(r.pos, end)));
+        return nodes.length === 1 ? range(start, end) : encoded(nodes);
+      };
     if (rows) {
       inGraph[GRAPH_NODE] = (_start, end) => {
-        rows.node(onnx.NodeProto.decode(range(r.pos, end)));
+        for (const n of withSlicedHead(onnx.NodeProto.decode(range(r.pos, end)))) rows.node(n);
         return Buffer.alloc(0);
       };
       inGraph[GRAPH_VALUE_INFO] = () => Buffer.alloc(0);
@@ -321,7 +357,7 @@ export function modelWithWeightsByReference(
         const { initializers, nodes } = rows.finish();
         for (const t of initializers)
           fields.push(field(GRAPH_INITIALIZER, Buffer.from(onnx.TensorProto.encode(t).finish())));
-        for (const n of nodes) fields.push(field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish())));
+        fields.push(encoded(nodes));
       }
       return field(MODEL_GRAPH, Buffer.concat(fields));
     };
