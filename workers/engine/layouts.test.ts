@@ -165,17 +165,19 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
   it("computes a prompt's logits for its last position only", async () => {
     // model/last-token-outputs.ts slices the head's input (or the graph takes num_logits_to_keep).
     const run = m.session.run;
+    const fed: number[][] = [];
     const dims: number[][] = [];
     m.session.run = async (feeds, fetches) => {
       const out = await run.call(m.session, feeds, fetches);
+      fed.push([...feeds.input_ids.dims]);
       dims.push([...(out.logits ?? fetches.logits!).dims]);
       return out;
     };
     try {
       const prompt = PROMPTS[7];
       await engine.generate({ prompt, max_tokens: 1, temperature: 0 });
-      const S = m.tokenizer.encode(prompt).length;
-      // A per-tensor quantized head is sliced after its quantizer (its scale still from every position).
+      // One pass of the whole prompt; a per-tensor quantized head is sliced after its quantizer.
+      expect(fed).toEqual([[1, m.tokenizer.encode(prompt).length]]);
       expect(dims).toEqual([[1, 1, m.info.vocabSize]]);
     } finally {
       m.session.run = run;
