@@ -14,7 +14,7 @@ import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { statesCarryAcrossChunks } from "./layouts/state-rows";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
-import { availableMemoryBytes, checkMemory, graphBytes, noteLoaded, noteReleased } from "./memory-check";
+import { availableMemoryBytes, checkMemory, graphBytes, neededBytes, noteLoaded, noteReleased } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
@@ -105,10 +105,20 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   }
   checkWeightBits(id, choice.graph, graphOps);
   const additions = additionsFor(graphOps, opts.rowWiseQuantization ?? true);
-  // Row-wise quantization has onnxruntime keep the weights twice (row-quantization.ts).
-  const weights = graphBytes(dir, [choice.graph, ...choice.data]) * (additions.rowWise ? 2 : 1);
-  if (opts.availableMemory !== null)
-    checkMemory(id, choice.graph, weights, (opts.availableMemory ?? availableMemoryBytes)());
+  const weights = graphBytes(dir, [choice.graph, ...choice.data]);
+  if (opts.availableMemory !== null) {
+    const available = (opts.availableMemory ?? availableMemoryBytes)();
+    // Row-wise quantization has onnxruntime keep the weights twice (row-quantization.ts). A model
+    // with room for them once is served without it (one row per pass) rather than refused.
+    if (additions.rowWise && neededBytes(2 * weights) > available && neededBytes(weights) <= available) {
+      logger().warn(
+        { model: id, graph: choice.graph, needMiB: mib(neededBytes(2 * weights)), availableMiB: mib(available) },
+        "not enough memory to serve the rows of this per-tensor quantized graph together (its weights would be held twice); they will run one per pass",
+      );
+      additions.rowWise = null;
+    }
+    checkMemory(id, choice.graph, weights * (additions.rowWise ? 2 : 1), available);
+  }
   opts.onProgress?.({ state: "loading", dtype: choice.dtype });
 
   let tokenizer: PreTrainedTokenizer;
@@ -195,6 +205,8 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
 }
 
 /** What the engine adds to a graph at load (see createGraphSession). */
+const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+
 function additionsFor(graph: GraphOps, rowWise: boolean): GraphAdditions {
   const columnAt = newColumnAt(graph);
   return {

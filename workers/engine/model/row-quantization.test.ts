@@ -150,14 +150,20 @@ describe("loading", () => {
   it("counts the weights twice in the memory check, as onnxruntime keeps them twice", async () => {
     const dir = await llamaDtypesDir();
     const bytes = graphBytes(dir, ["onnx/model_quantized.onnx"]);
-    // Room for the file once, not twice: refused served row-wise, loaded as it is.
-    const room = () => (neededBytes(bytes) + neededBytes(2 * bytes)) / 2;
-    await expect(loadModel(dir, { dtype: "q8", availableMemory: room })).rejects.toMatchObject({
+    // Room for the weights twice: served row-wise.
+    const twice = await loadModel(dir, { dtype: "q8", availableMemory: () => neededBytes(2 * bytes) });
+    models.push(twice);
+    expect(twice.session.rowWise).toBe(true);
+    expect(twice.info.layout).toBe("padded");
+    // Room for them once, not twice: served as it is, one row per pass, rather than refused.
+    const once = await loadModel(dir, { dtype: "q8", availableMemory: () => neededBytes(2 * bytes) - 1 });
+    models.push(once);
+    expect(once.session.rowWise).toBe(false);
+    expect(once.info.layout).toBe("exact-length");
+    // Not even once: refused.
+    await expect(loadModel(dir, { dtype: "q8", availableMemory: () => neededBytes(bytes) - 1 })).rejects.toMatchObject({
       reason: "insufficient_memory",
     });
-    const m = await loadModel(dir, { dtype: "q8", availableMemory: room, rowWiseQuantization: false });
-    models.push(m);
-    expect(m.session.rowWise).toBe(false);
   });
 });
 
