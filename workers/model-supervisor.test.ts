@@ -21,7 +21,7 @@ function fakeEngine() {
   return { engine: engine as unknown as Engine, loads, retained };
 }
 
-const loaded = { info: { dtype: "fp32", layout: "padded" } };
+const loaded = { info: { dtype: "fp32", layout: "padded", servingNotes: [] } };
 
 describe("ModelSupervisor", () => {
   it("ignores a cancelled load when the deployment came back meanwhile, and publishes the new one", async () => {
@@ -70,5 +70,29 @@ describe("ModelSupervisor", () => {
     await supervisor.flush();
     expect(states).toEqual({});
     expect(supervisor.readyKeys()).toEqual([]);
+  });
+
+  it("publishes a ready model's serving notes, and logs them", async () => {
+    const { engine, loads } = fakeEngine();
+    let states: Record<string, ModelState> = {};
+    const lines: string[] = [];
+    const supervisor = new ModelSupervisor(
+      engine,
+      async (_ready, s) => void (states = s),
+      0,
+      (l) => lines.push(l),
+    );
+    supervisor.sync([
+      { model: "org/c", dtype: "q8" },
+      { model: "org/d", dtype: "fp32" },
+    ]);
+    const note = "Concurrent requests run one pass each: row-wise quantization is off (WORKER_ROW_QUANTIZATION=off).";
+    loads[0]!.resolve({ info: { dtype: "q8", layout: "exact-length", servingNotes: [note] } });
+    loads[1]!.resolve(loaded);
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(states["org/c#q8"]).toMatchObject({ state: "ready", notes: [note] });
+    expect(states["org/d#fp32"]).not.toHaveProperty("notes");
+    expect(lines).toContain(`[worker] org/c (q8, exact-length) ready; ${note}`);
   });
 });

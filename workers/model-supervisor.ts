@@ -71,8 +71,9 @@ export class ModelSupervisor {
       .load(w.model, w.dtype, progress)
       .then((m) => {
         if (!current()) return;
-        this.set(key, { state: "ready", dtype: m.info.dtype }, true);
-        this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready`);
+        const notes = m.info.servingNotes;
+        this.set(key, { state: "ready", dtype: m.info.dtype, ...(notes.length ? { notes } : {}) }, true);
+        this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready${notes.map((n) => `; ${n}`).join("")}`);
       })
       .catch((err: unknown) => {
         if (!current()) return;

@@ -152,7 +152,10 @@ export const DeploymentStateSchema = z.strictObject({
   dtype: z.string().nullable(),
   /** Downloading: bytes so far and in all, and the percentage. */
   progress: z.strictObject({ done: z.number(), total: z.number(), percent: z.number() }).nullable(),
-  /** Failed: why (and the engine's classification of it); pending: what it waits for. */
+  /**
+   * Failed: why (and the engine's classification of it); pending: what it waits for; ready: how
+   * the model is served slower than it could be, and why (null when it is not).
+   */
   message: z.string().nullable(),
   reason: z.string().nullable(),
 });

@@ -54,6 +54,8 @@ export const ModelStateSchema = z.object({
   total: z.number().optional(),
   error: z.string().optional(),
   reason: z.string().optional(),
+  /** Ready: how the model is served slower than it could be, and why (ModelInfo.servingNotes). */
+  notes: z.array(z.string()).optional(),
   /** When this state was last reported (ISO 8601). */
   at: z.string(),
 });

@@ -34,7 +34,12 @@ export function stateOf(
     state: s.state,
     dtype: s.dtype ?? null,
     progress,
-    message: s.state === "failed" ? (s.error ?? "failed to load") : null,
+    message:
+      s.state === "failed"
+        ? (s.error ?? "failed to load")
+        : s.state === "ready" && s.notes?.length
+          ? s.notes.join(" ")
+          : null,
     reason: s.reason ?? null,
   };
 }

@@ -168,6 +168,8 @@ describe("a hybrid model's q8 file (activations quantized per tensor)", () => {
       const m = await engine.load();
       // Its rows share passes all the same, quantized row by row (model/row-quantization.ts).
       expect(m.info).toMatchObject({ layout: "padded", chunkedPrefill: false, graph: { rowsInteract: false } });
+      // The deployment's status tells its operators.
+      expect(m.info.servingNotes).toEqual([expect.stringMatching(/^Each prompt runs in one pass, not in chunks/)]);
       const { S, fed } = await longPrompt(engine, m);
       expect(fed[0]).toBe(S);
     } finally {

@@ -156,6 +156,14 @@ describe.each(CASES)("$name", ({ dir, dtype, layout, shares }) => {
 
   it(`loads the ${dtype} graph with the ${layout} layout`, () => {
     expect(m.info).toMatchObject({ dtype, layout });
+    // Operators are told when concurrent requests do not all share passes (a deployment's status).
+    expect(m.info.servingNotes).toEqual([
+      ...(shares === "all"
+        ? []
+        : ["Only concurrent requests at equal lengths share a pass: the graph takes no position_ids."]),
+      // The hybrid's q8 file (../hybrid.test.ts): chunking alone moves its logits.
+      ...(m.info.chunkedPrefill ? [] : [expect.stringMatching(/^Each prompt runs in one pass, not in chunks/)]),
+    ]);
     // Graphs gain one new-column output per present (model/last-token-outputs.ts), so a decoding
     // step fetches the new token's keys and values, not the whole cache.
     const entries = m.info.graph.kv.entries;

@@ -97,6 +97,9 @@ describe("steps of several passes", () => {
     const scheduler = await engine.scheduler();
     const m = scheduler.model;
     expect(m.info.layout).toBe("exact-length");
+    expect(m.info.servingNotes).toEqual([
+      "Concurrent requests run one pass each: row-wise quantization is off (WORKER_ROW_QUANTIZATION=off).",
+    ]);
     const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
     const running = Array.from({ length: 6 }, (_, i) =>
       engine.generate({ prompt: `Row ${i}`, max_tokens: 400, seed: i, logit_bias: noEos }),

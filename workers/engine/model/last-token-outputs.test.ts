@@ -164,7 +164,12 @@ describe("last-token outputs", () => {
     const s = await createGraphSession(file, {}, { lastTokenOf: ["present.99.key"] });
     expect(s.outputs.map((o) => o.name).some((n) => n.endsWith(".last_token"))).toBe(false);
     expect(s.outputs.map((o) => o.name)).toContain("present.0.key");
+    // Said so (a ready deployment's status tells its operators, see ModelInfo.servingNotes).
+    expect(s.unchanged).toBe(true);
     await s.dispose();
+    const fine = await createGraphSession(file, {}, { lastTokenOf: presentsToSlice(scanOnnxOps(file)) });
+    expect(fine.unchanged).toBe(false);
+    await fine.dispose();
   });
 });
 

@@ -36,6 +36,12 @@ export interface ModelInfo {
    * that its export does not carry from one chunk to the next (layouts/state-rows.ts, probed at load).
    */
   chunkedPrefill: boolean;
+  /**
+   * How this model is served slower than a model can be, and why, one sentence each, for
+   * operators (a deployment's status message once ready): concurrent requests that do not share
+   * passes, prompts that are not chunked, whole caches fetched each step. Empty when none applies.
+   */
+  servingNotes: string[];
 }
 
 export interface LoadedModel {
@@ -104,7 +110,16 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     throw loadError("invalid_model", `could not load model ${id} (${choice.graph}): ${(e as Error).message}`);
   }
   checkWeightBits(id, choice.graph, graphOps);
-  const additions = additionsFor(graphOps, opts.rowWiseQuantization ?? true);
+  const rowWiseWanted = opts.rowWiseQuantization ?? true;
+  const additions = additionsFor(graphOps, rowWiseWanted);
+  // Why a per-tensor quantized graph's rows run one pass each, when they do.
+  let aloneBecause = !quantizesPerTensor(graphOps)
+    ? null
+    : !rowWiseWanted
+      ? "row-wise quantization is off (WORKER_ROW_QUANTIZATION=off)"
+      : !additions.rowWise
+        ? "its quantized products cannot be rewritten row by row"
+        : null;
   const weights = graphBytes(dir, [choice.graph, ...choice.data]);
   if (opts.availableMemory !== null) {
     const available = (opts.availableMemory ?? availableMemoryBytes)();
@@ -116,6 +131,9 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
         "not enough memory to serve the rows of this per-tensor quantized graph together (its weights would be held twice); they will run one per pass",
       );
       additions.rowWise = null;
+      aloneBecause =
+        `holding its weights twice for row-wise quantization would need about ${mib(neededBytes(2 * weights)).toLocaleString("en-US")} MiB ` +
+        `of memory, and ${mib(available).toLocaleString("en-US")} MiB is available`;
     }
     checkMemory(id, choice.graph, weights * (additions.rowWise ? 2 : 1), available);
   }
@@ -141,6 +159,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     const vocabSize = sig.vocabSize ?? num(config.vocab_size);
     if (!vocabSize)
       throw loadError("invalid_model", `model ${id}: no vocabulary size (logits shape or config.vocab_size)`);
+    if (additions.rowWise && !session.rowWise) aloneBecause = "onnxruntime refused the row-wise version of its graph";
     if (session.rowWise) {
       // Rows quantized one by one share passes, once the model shows that they do not interact.
       const rowWiseSig = { ...sig, rowsInteract: false };
@@ -155,6 +174,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       );
       if (independent) sig = rowWiseSig;
       else {
+        aloneBecause = "row-wise quantization did not give each row its own numbers";
         logger().warn(
           { model: id, graph: choice.graph },
           "row-wise quantization did not give each row its own numbers; each row runs a pass of its own",
@@ -167,6 +187,25 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     }
     const runner = createRunner(sig, session, vocabSize);
     const chunkedPrefill = sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
+    const servingNotes = [
+      ...(aloneBecause ? [`Concurrent requests run one pass each: ${aloneBecause}.`] : []),
+      ...(!aloneBecause && sig.batchOfOne
+        ? ["Concurrent requests run one pass each: the graph fixes its batch size at 1."]
+        : []),
+      ...(runner.layout === "exact-length" && !sig.positionIds && !aloneBecause && !sig.batchOfOne
+        ? ["Only concurrent requests at equal lengths share a pass: the graph takes no position_ids."]
+        : []),
+      ...(chunkedPrefill
+        ? []
+        : [
+            "Each prompt runs in one pass, not in chunks, so a long prompt holds up the other requests while it " +
+              "runs: a prompt computed in two chunks did not match it in one at load (an export that does not " +
+              "carry its recurrent states from one chunk to the next, or quantizes each pass with one scale).",
+          ]),
+      ...(session.unchanged
+        ? ["Each step fetches the whole cache: the engine could not add its last-token outputs to the graph."]
+        : []),
+    ];
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
       eosTokenIds: (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((v): v is number => typeof v === "number"),
@@ -177,6 +216,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       chatTemplate: chat.source,
       graph: sig,
       chunkedPrefill,
+      servingNotes,
     };
     opts.onProgress?.({ state: "ready", dtype: choice.dtype });
     const s = session;

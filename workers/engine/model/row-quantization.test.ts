@@ -155,11 +155,18 @@ describe("loading", () => {
     models.push(twice);
     expect(twice.session.rowWise).toBe(true);
     expect(twice.info.layout).toBe("padded");
+    expect(twice.info.servingNotes).toEqual([]);
     // Room for them once, not twice: served as it is, one row per pass, rather than refused.
     const once = await loadModel(dir, { dtype: "q8", availableMemory: () => neededBytes(2 * bytes) - 1 });
     models.push(once);
     expect(once.session.rowWise).toBe(false);
     expect(once.info.layout).toBe("exact-length");
+    // The deployment's status says why its requests do not share passes.
+    expect(once.info.servingNotes).toEqual([
+      expect.stringMatching(
+        /^Concurrent requests run one pass each: holding its weights twice for row-wise quantization would need about [\d,]+ MiB of memory, and [\d,]+ MiB is available\.$/,
+      ),
+    ]);
     // Not even once: refused.
     await expect(loadModel(dir, { dtype: "q8", availableMemory: () => neededBytes(bytes) - 1 })).rejects.toMatchObject({
       reason: "insufficient_memory",

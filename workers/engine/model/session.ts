@@ -38,6 +38,8 @@ export interface GraphSession {
   readonly outputs: readonly ValueMeta[];
   /** Whether the graph runs with row-wise activation quantization (./row-quantization.ts). */
   readonly rowWise: boolean;
+  /** Whether additions were asked for but onnxruntime refused them: the file is served as it is. */
+  readonly unchanged: boolean;
   /**
    * One forward pass. `fetches` maps output names to null (allocated by onnxruntime) or to a
    * tensor written in place (results then omit it). Counted: tests assert batching shares passes.
@@ -105,6 +107,7 @@ export async function createGraphSession(
       );
     }
   }
+  const unchanged = !session && (lastTokenOf.length > 0 || head !== null);
   session ??= await ort.InferenceSession.create(file, options);
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
@@ -113,6 +116,7 @@ export async function createGraphSession(
     inputs: session.inputMetadata.map(meta),
     outputs: session.outputMetadata.map(meta),
     rowWise: rowWiseLoaded,
+    unchanged,
     stats,
     async run(feeds, fetches) {
       stats.forwardCalls++;

@@ -76,6 +76,7 @@ export function fakeSession(run: GraphSession["run"]): GraphSession {
     inputs: [],
     outputs: [],
     rowWise: false,
+    unchanged: false,
     stats,
     dispose: async () => {},
     run: (feeds, fetches) => {

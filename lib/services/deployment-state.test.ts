@@ -1,0 +1,45 @@
+// A deployment's status from what the live workers report.
+import { describe, expect, it } from "vitest";
+import type { ModelState } from "../contracts/models";
+import { stateOf } from "./deployment-state";
+import type { LiveWorker } from "./inference-routing";
+
+const worker = (id: string, states: Record<string, Omit<ModelState, "at">>): LiveWorker => ({
+  id,
+  address: `http://${id}`,
+  models: Object.entries(states)
+    .filter(([, s]) => s.state === "ready")
+    .map(([k]) => k),
+  modelStates: Object.fromEntries(Object.entries(states).map(([k, s]) => [k, { ...s, at: "2026-11-28T00:00:00Z" }])),
+});
+const d = { model: "org/m", dtype: "q8" as const };
+
+describe("stateOf", () => {
+  it("gives a ready model's serving notes as its message, and none when it has none", () => {
+    const notes = [
+      "Concurrent requests run one pass each: row-wise quantization is off (WORKER_ROW_QUANTIZATION=off).",
+    ];
+    expect(stateOf([worker("a", { "org/m#q8": { state: "ready", dtype: "q8", notes } })], d)).toEqual({
+      state: "ready",
+      dtype: "q8",
+      progress: null,
+      message: notes[0],
+      reason: null,
+    });
+    expect(stateOf([worker("a", { "org/m#q8": { state: "ready", dtype: "q8" } })], d).message).toBeNull();
+  });
+
+  it("keeps a failure's message and reason, and the download's progress", () => {
+    const failed = stateOf(
+      [worker("a", { "org/m#q8": { state: "failed", error: "no such repo", reason: "not_found" } })],
+      d,
+    );
+    expect(failed).toMatchObject({ state: "failed", message: "no such repo", reason: "not_found" });
+    const downloading = stateOf([worker("a", { "org/m#q8": { state: "downloading", done: 25, total: 100 } })], d);
+    expect(downloading).toMatchObject({
+      state: "downloading",
+      progress: { done: 25, total: 100, percent: 25 },
+      message: null,
+    });
+  });
+});
