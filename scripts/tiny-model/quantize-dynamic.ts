@@ -10,7 +10,8 @@
 //    activation type) and a DequantizeLinear follows.
 //  - Weights: q8 takes uint8 when the graph has Conv, GroupQueryAttention or MultiHeadAttention
 //    (quantize.py's QUINT8_OPS), int8 otherwise; int8 is symmetric (zero point 0), uint8
-//    asymmetric over [min(w, 0), max(w, 0)] (./quantize.ts).
+//    asymmetric over [min(w, 0), max(w, 0)] (./quantize.ts); per tensor, or with `perChannel`
+//    per column (one scale and zero point per output feature, quantize.py's --per_channel).
 // Initializers must be inside the graph file (the test checkpoints' are); subgraphs are not
 // visited (no test graph has one).
 import onnxProto from "onnx-proto";
@@ -47,7 +48,7 @@ const node = (opType: string, input: string[], output: string[], name: string, t
   });
 
 /** The model (an encoded ModelProto) with its MatMul and Gather weights quantized (see above). */
-export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode): Uint8Array {
+export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode, perChannel = false): Uint8Array {
   const m = onnx.ModelProto.decode(model);
   const g = m.graph as GraphProto;
   const graphNodes = g.node as NodeProto[];
@@ -62,31 +63,35 @@ export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode): Uint
     added.push(onnx.TensorProto.create({ name, dataType, dims, rawData: bytes(data) }));
     return name;
   };
-  /** A float initializer quantized once (per tensor): [quantized, scale, zero point] names. */
+  /**
+   * A float initializer quantized once: [quantized, scale, zero point] names. Per tensor, or with
+   * `columns` one scale and zero point per column of a [K, N] matrix (quantize.py's --per_channel).
+   */
   const quantized = new Map<string, [string, string, string]>();
-  const quantizeInit = (t: TensorProto, unsigned: boolean) => {
+  const quantizeInit = (t: TensorProto, unsigned: boolean, columns = false) => {
     let q = quantized.get(t.name);
     if (!q) {
       const dims = (t.dims ?? []).map(Number);
       const w = floats(t);
-      const scale = `${t.name}_scale`;
-      if (unsigned) {
-        const u = quantizeUint8(w);
-        addInit(scale, FLOAT, [], Float32Array.of(u.scale));
-        q = [
-          addInit(`${t.name}_quantized`, UINT8, dims, u.q),
-          scale,
-          addInit(`${t.name}_zero_point`, UINT8, [], Uint8Array.of(u.zeroPoint)),
-        ];
-      } else {
-        const s = quantizeInt8(w);
-        addInit(scale, FLOAT, [], Float32Array.of(s.scale));
-        q = [
-          addInit(`${t.name}_quantized`, INT8, dims, s.q),
-          scale,
-          addInit(`${t.name}_zero_point`, INT8, [], Int8Array.of(0)),
-        ];
+      const [K, N] = columns ? dims : [1, w.length];
+      const values = unsigned ? new Uint8Array(w.length) : new Int8Array(w.length);
+      const scales = new Float32Array(columns ? N : 1);
+      const zeroPoints = unsigned ? new Uint8Array(scales.length) : new Int8Array(scales.length);
+      for (let c = 0; c < scales.length; c++) {
+        // Column c of [K, N] (or the whole tensor), quantized and put back in place.
+        const at = (k: number) => (columns ? k * N + c : k);
+        const part = Float32Array.from({ length: columns ? K : w.length }, (_, k) => w[at(k)]);
+        const r = unsigned ? quantizeUint8(part) : { ...quantizeInt8(part), zeroPoint: 0 };
+        r.q.forEach((v, k) => (values[at(k)] = v));
+        scales[c] = r.scale;
+        zeroPoints[c] = r.zeroPoint;
       }
+      const paramDims = columns ? [N] : [];
+      q = [
+        addInit(`${t.name}_quantized`, unsigned ? UINT8 : INT8, dims, values),
+        addInit(`${t.name}_scale`, FLOAT, paramDims, scales),
+        addInit(`${t.name}_zero_point`, unsigned ? UINT8 : INT8, paramDims, zeroPoints),
+      ];
       quantized.set(t.name, q);
     }
     return q;
@@ -105,7 +110,7 @@ export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode): Uint
         nodes.push(node("DynamicQuantizeLinear", [x], xq, `${x}_QuantizeLinear`));
         activations.set(x, xq);
       }
-      const [wq, ws, wz] = quantizeInit(weight, uint8Weights);
+      const [wq, ws, wz] = quantizeInit(weight, uint8Weights, perChannel);
       const y = n.output[0];
       const product = `${y}_output_quantized`;
       nodes.push(

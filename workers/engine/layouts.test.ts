@@ -131,6 +131,14 @@ const CASES: Case[] = [
     layout: "padded" as const,
     shares: "all" as const,
   })),
+  // quantize.py --per_channel: a scale and a zero point per weight column.
+  {
+    name: "tiny-random-llama, uint8 per channel",
+    dir: () => llamaQuantizedDir("uint8", true),
+    dtype: "uint8",
+    layout: "padded",
+    shares: "all",
+  },
 ];
 
 const greedy = (engine: Engine, prompt: string, max_tokens: number) =>

@@ -26,13 +26,14 @@ export async function llamaModelDir(): Promise<string> {
 
 /**
  * The third-party checkpoint with its fp32 graph quantized as transformers.js' quantize.py
- * writes a repo's q8 / int8 / uint8 file (model_quantized.onnx, model_int8.onnx, model_uint8.onnx).
+ * writes a repo's q8 / int8 / uint8 file (model_quantized.onnx, model_int8.onnx, model_uint8.onnx),
+ * per tensor or (--per_channel) per column.
  */
-export async function llamaQuantizedDir(mode: DynamicQuantMode): Promise<string> {
+export async function llamaQuantizedDir(mode: DynamicQuantMode, perChannel = false): Promise<string> {
   const dir = await llamaModelDir();
   const file = { q8: "model_quantized.onnx", int8: "model_int8.onnx", uint8: "model_uint8.onnx" }[mode];
   const fp32 = await readFile(path.join(dir, "onnx", "model.onnx"));
-  await writeFile(path.join(dir, "onnx", file), quantizeDynamic(fp32, mode));
+  await writeFile(path.join(dir, "onnx", file), quantizeDynamic(fp32, mode, perChannel));
   return dir;
 }
 
