@@ -5,6 +5,7 @@ import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment, deleteDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
 import { startHubServer } from "@/workers/engine/testing/hub-server";
+import { llamaLayoutDir } from "@/workers/engine/testing/models";
 import { ownWorld, type OwnWorld } from "../helpers/own-world";
 
 /**
@@ -126,4 +127,18 @@ describe("deployment states", () => {
     ]);
     expect(list.find((d) => d.name === "from-hub")!.status.state).toBe("ready");
   });
+
+  it("says how a ready model is served below the engine's best, and why", async () => {
+    // A graph without position_ids: only requests at equal lengths can share a pass.
+    const model = await llamaLayoutDir("no-position-ids");
+    await createDeployment(handle.db, { teamId, name: "no-positions", model, dtype: "fp32" });
+    await expect.poll(async () => (await state("no-positions")).status.state, { timeout: 30_000 }).toBe("ready");
+    const note = "Only concurrent requests at equal lengths share a pass: the graph takes no position_ids.";
+    expect((await state("no-positions")).status).toMatchObject({ state: "ready", message: note });
+    expect(world.worker.logs.some((l) => l.includes(`[worker] ${model} (fp32, exact-length) ready; ${note}`))).toBe(
+      true,
+    );
+    // A model served at its best says nothing.
+    expect((await state("from-hub")).status.message).toBeNull();
+  }, 60_000);
 });
