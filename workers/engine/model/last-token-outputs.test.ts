@@ -3,12 +3,20 @@
 // take them loaded unchanged. And which graphs get their language-model head sliced to the last
 // position: the head is found through position-wise ops only, and anything else leaves the graph
 // unchanged.
-import { statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { llamaDtypesDir, llamaLayoutDir, llamaQuantizedDir } from "../testing/models";
 import { lastTokenOutput } from "./graph-signature";
-import { lastPositionHead, modelWithWeightsByReference, newColumnAt, presentsToSlice } from "./last-token-outputs";
+import {
+  concatenatedColumns,
+  lastPositionHead,
+  modelWithWeightsByReference,
+  newColumnAt,
+  presentsToSlice,
+  servedModel,
+} from "./last-token-outputs";
 import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { rowWisePlan } from "./row-quantization";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphAdditions, type OrtTensor } from "./session";
@@ -17,8 +25,8 @@ import type { PrefillState } from "./layouts/layout";
 import { loadModel } from "./load-model";
 
 /** One pass of 3 rows × 1 new token over `past` columns (with `slice`'s last-token outputs), fetching `outputs`. */
-async function pass(file: string, slice: string[], outputs: string[]) {
-  const s = await createGraphSession(file, {}, { lastTokenOf: slice });
+async function pass(file: string, slice: string[], outputs: string[], concatenated?: ReadonlyMap<string, string>) {
+  const s = await createGraphSession(file, {}, { lastTokenOf: slice, concatenated });
   const inputs = new Map(s.inputs.map((i) => [i.name, i]));
   const [B, past] = [3, 5];
   const kvMeta = inputs.get("past_key_values.0.key")!;
@@ -49,20 +57,80 @@ describe("last-token outputs", () => {
     expect(presents.length).toBeGreaterThan(1);
     const full = await pass(file, [], presents);
     const sliced = await pass(file, presents, presents.map(lastTokenOutput));
-    expect(sliced.outputNames).toEqual(expect.arrayContaining(presents.map(lastTokenOutput)));
-    const { heads, D, B, past } = full;
-    for (const p of presents) {
-      const whole = full.result[p].data as Float32Array;
-      const last = sliced.result[lastTokenOutput(p)];
-      expect(last.dims).toEqual([B, heads, 1, D]);
-      const expected: number[] = [];
-      for (let bh = 0; bh < B * heads; bh++)
-        expected.push(...whole.subarray((bh * (past + 1) + past) * D, (bh * (past + 1) + past + 1) * D));
-      expect(Array.from(last.data as Float32Array)).toEqual(expected);
+    // The standard export's Concat inputs, exposed under the same names instead of sliced.
+    const concatenated = concatenatedColumns(scanOnnxOps(file), presents);
+    expect([...concatenated.keys()]).toEqual(presents);
+    const direct = await pass(file, presents, presents.map(lastTokenOutput), concatenated);
+    for (const got of [sliced, direct]) {
+      expect(got.outputNames).toEqual(expect.arrayContaining(presents.map(lastTokenOutput)));
+      const { heads, D, B, past } = full;
+      for (const p of presents) {
+        const whole = full.result[p].data as Float32Array;
+        const last = got.result[lastTokenOutput(p)];
+        expect(last.dims).toEqual([B, heads, 1, D]);
+        const expected: number[] = [];
+        for (let bh = 0; bh < B * heads; bh++)
+          expected.push(...whole.subarray((bh * (past + 1) + past) * D, (bh * (past + 1) + past + 1) * D));
+        expect(Array.from(last.data as Float32Array)).toEqual(expected);
+      }
+      expect(Array.from(got.result.logits.data as Float32Array)).toEqual(
+        Array.from(full.result.logits.data as Float32Array),
+      );
     }
-    expect(Array.from(sliced.result.logits.data as Float32Array)).toEqual(
-      Array.from(full.result.logits.data as Float32Array),
+  });
+
+  it("take a standard export's new columns from its Concats, adding no node", async () => {
+    const file = path.join(await llamaDtypesDir(), "onnx/model.onnx");
+    const graph = scanOnnxOps(file);
+    const presents = presentsToSlice(graph);
+    const served = (concatenated?: ReadonlyMap<string, string>) => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), "lmp-served-"));
+      try {
+        const copy = path.join(dir, "model.onnx");
+        writeFileSync(copy, servedModel(file, presents, null, null, null, concatenated));
+        return scanOnnxOps(copy);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const sliced = served();
+    const direct = served(concatenatedColumns(graph, presents));
+    expect(sliced.nodes.length - graph.nodes.length).toBe(presents.length + 3); // a Slice each, and S
+    expect(direct.nodes.length).toBe(graph.nodes.length);
+    for (const g of [sliced, direct]) expect(g.outputs).toEqual(expect.arrayContaining(presents.map(lastTokenOutput)));
+    // Each Concat now reads the renamed tensor, which its producer writes.
+    for (const p of presents) {
+      const concat = direct.nodes.find((n) => n.outputs[0] === p)!;
+      expect(concat.inputs[1]).toBe(lastTokenOutput(p));
+      expect(direct.nodes.filter((n) => n.outputs.includes(lastTokenOutput(p)))).toHaveLength(1);
+    }
+  });
+
+  it("find a present's Concat only along the sequence axis, of its own past and of a computed tensor", () => {
+    const past = "past_key_values.0.key";
+    const ops = (concat: ScannedNode) =>
+      graph([node(":MatMul", ["hidden", "wk"], ["k_new"]), concat], {
+        inputs: ["input_ids", "attention_mask", "position_ids", past, "other_input"],
+        outputs: ["logits", "present.0.key"],
+      });
+    const concat = (inputs: string[], axis?: number): ScannedNode => ({
+      op: ":Concat",
+      inputs,
+      outputs: ["present.0.key"],
+      ...(axis === undefined ? {} : { axis }),
+    });
+    expect(concatenatedColumns(ops(concat([past, "k_new"], 2)), ["present.0.key"])).toEqual(
+      new Map([["present.0.key", "k_new"]]),
     );
+    expect(concatenatedColumns(ops(concat([past, "k_new"], -2)), ["present.0.key"]).size).toBe(1);
+    for (const other of [
+      concat([past, "k_new"], 0), // along the batch
+      concat([past, "k_new"]), // no axis read
+      concat(["past_key_values.1.key", "k_new"], 2), // another layer's past
+      concat([past, "other_input"], 2), // a graph input
+      concat([past, "k_new", "k_new"], 2), // three inputs
+    ])
+      expect(concatenatedColumns(ops(other), ["present.0.key"]).size).toBe(0);
   });
 
   it("of a GroupQueryAttention graph are each row's column at its own length", async () => {

@@ -165,10 +165,38 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
 }
 
 /**
+ * The presents that a Concat(past, new columns) along the sequence axis makes, as standard
+ * exports write them, each with that Concat's second input: the new columns themselves, computed
+ * by the graph anyway. The served graph gives that tensor the last-token output's name (see
+ * servedModel) instead of slicing the columns back out of the present: no node added (a Slice
+ * per present, 24 small nodes on a 12-layer model, each a step of onnxruntime's executor per pass).
+ */
+export function concatenatedColumns(graph: GraphOps, presents: readonly string[]): Map<string, string> {
+  const wanted = new Set(presents);
+  const boundary = new Set([...graph.inputs, ...graph.outputs]);
+  const produced = new Set(graph.nodes.flatMap((n) => n.outputs));
+  const found = new Map<string, string>();
+  const taken = new Set<string>();
+  for (const n of graph.nodes) {
+    const [present] = n.outputs;
+    if (n.op !== ":Concat" || !wanted.has(present) || n.inputs.length !== 2 || (n.axis !== 2 && n.axis !== -2))
+      continue;
+    const [past, columns] = n.inputs;
+    if (!isPastInput(past) || presentOf(past) !== present) continue;
+    if (!columns || boundary.has(columns) || !produced.has(columns) || taken.has(columns)) continue;
+    found.set(present, columns);
+    taken.add(columns);
+  }
+  return found;
+}
+
+/**
  * The model bytes onnxruntime loads for `file`: its weights referenced into the file, a
  * `lastTokenOutput(p)` output for each present `p` (the last position, or with `columnAt` each
  * row's column at that tensor's index), and `head`'s input sliced to the last position (the
- * node rewritten here, the Slice appended by withLastTokenOutputs).
+ * node rewritten here, the Slice appended by withLastTokenOutputs). A present in `concatenated`
+ * (concatenatedColumns) has its Concat's new-columns tensor renamed to its last-token output
+ * instead of a Slice; not with `rowWise` (that tensor is then inside the If's branches).
  */
 export function servedModel(
   file: string,
@@ -176,14 +204,25 @@ export function servedModel(
   head: HeadInput | null,
   columnAt: string | null = null,
   rowWise: RowWisePlan | null = null,
+  concatenated: ReadonlyMap<string, string> = new Map(),
 ): Buffer {
-  return withLastTokenOutputs(modelWithWeightsByReference(file, head, rowWise), presents, head, columnAt);
+  const direct = rowWise || columnAt ? [] : presents.filter((p) => concatenated.has(p));
+  const renames = new Map(direct.map((p) => [concatenated.get(p)!, lastTokenOutput(p)]));
+  const sliced = presents.filter((p) => !direct.includes(p));
+  return withLastTokenOutputs(
+    modelWithWeightsByReference(file, head, rowWise, renames),
+    presents,
+    sliced,
+    head,
+    columnAt,
+  );
 }
 
 /** `model` (a serialized ModelProto) with the outputs and the nodes that servedModel describes. */
 function withLastTokenOutputs(
   model: Buffer,
   presents: readonly string[],
+  sliced: readonly string[],
   head: HeadInput | null,
   columnAt: string | null,
 ): Buffer {
@@ -209,7 +248,7 @@ function withLastTokenOutputs(
   const axes = "lmp_last_token_axes";
   // Only what the Slices read (the head's is placed by modelWithWeightsByReference): onnxruntime
   // warns of every initializer no node reads.
-  const slicesPresents = presents.length > 0 && !columnAt;
+  const slicesPresents = sliced.length > 0 && !columnAt;
   const initializer = [
     ...(head || slicesPresents ? [int64(ends, [2 ** 31 - 1])] : []),
     ...(slicesPresents ? [int64(axes, [2])] : []),
@@ -217,8 +256,8 @@ function withLastTokenOutputs(
   ];
   const nodes: ReturnType<typeof onnx.NodeProto.create>[] = [];
   // S, the positions fed: input_ids' second dimension.
-  if (presents.length > 0) nodes.push(node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]));
-  if (columnAt && presents.length > 0) {
+  if (sliced.length > 0) nodes.push(node("lmp_fed_shape", "Shape", ["input_ids"], ["lmp_fed_shape"]));
+  if (columnAt && sliced.length > 0) {
     // The S positions fed end at each row's column columnAt[r] (the op's seqlens_k: one column
     // when decoding, a prompt chunk's S columns when prefilling one row). index[r, h, s, d] =
     // columnAt[r] + 1 - S + s: the [rows, 1, 1, 1] column plus Range(1 - S, 1) as [1, 1, S, 1],
@@ -239,11 +278,11 @@ function withLastTokenOutputs(
       node("lmp_column_range", "Range", ["lmp_column_first", "lmp_column_one", "lmp_column_one"], ["lmp_column_range"]),
       node("lmp_column_offsets", "Reshape", ["lmp_column_range", "lmp_column_steps"], ["lmp_column_offsets"]),
       node("lmp_column_fed", "Add", ["lmp_column_per_row", "lmp_column_offsets"], ["lmp_column_fed"]),
-      node("lmp_column_shape", "Shape", [presents[0]], ["lmp_present_shape"]),
+      node("lmp_column_shape", "Shape", [sliced[0]], ["lmp_present_shape"]),
       node("lmp_column_mul", "Mul", ["lmp_present_shape", "lmp_column_keep"], ["lmp_column_kept"]),
       node("lmp_column_add", "Add", ["lmp_column_kept", "lmp_column_ones"], ["lmp_column_dims"]),
       node("lmp_column_expand", "Expand", ["lmp_column_fed", "lmp_column_dims"], ["lmp_column_index"]),
-      ...presents.map((p, i) =>
+      ...sliced.map((p, i) =>
         node(`lmp_last_token_${i}`, "GatherElements", [p, "lmp_column_index"], [lastTokenOutput(p)], [int("axis", 2)]),
       ),
     );
@@ -254,7 +293,7 @@ function withLastTokenOutputs(
     nodes.push(
       node("lmp_fed_count", "Slice", ["lmp_fed_shape", "lmp_fed_from", "lmp_fed_to"], ["lmp_fed_count"]),
       node("lmp_fed_starts", "Neg", ["lmp_fed_count"], ["lmp_fed_starts"]),
-      ...presents.map((p, i) =>
+      ...sliced.map((p, i) =>
         node(`lmp_last_token_${i}`, "Slice", [p, "lmp_fed_starts", ends, axes], [lastTokenOutput(p)]),
       ),
     );
@@ -294,7 +333,9 @@ export function modelWithWeightsByReference(
   file: string,
   head?: HeadInput | null,
   rowWise?: RowWisePlan | null,
+  renames: ReadonlyMap<string, string> = new Map(),
 ): Buffer {
+  if (rowWise && renames.size > 0) throw new Error("tensors are not renamed inside row-wise quantization's branches");
   const rows = rowWise ? new RowWiseGraph(rowWise) : null;
   const fd = openSync(file, "r");
   try {
@@ -337,13 +378,22 @@ export function modelWithWeightsByReference(
     };
     const encoded = (nodes: InstanceType<typeof onnx.NodeProto>[]) =>
       Buffer.concat(nodes.map((n) => field(GRAPH_NODE, Buffer.from(onnx.NodeProto.encode(n).finish()))));
+    // Tensors renamed where nodes write and read them (their value_info, a shape hint, is dropped).
+    const renamed = (names: string[]) => names.map((x) => renames.get(x) ?? x);
     const inGraph: Record<number, (start: number, end: number) => Buffer> = { [GRAPH_INITIALIZER]: initializer };
     // Every other node is copied byte for byte.
-    if (head)
+    if (head || renames.size > 0) {
       inGraph[GRAPH_NODE] = (start, end) => {
-        const nodes = withSlicedHead(onnx.NodeProto.decode(range(r.pos, end)));
-        return nodes.length === 1 ? range(start, end) : encoded(nodes);
+        const n = onnx.NodeProto.decode(range(r.pos, end));
+        const touched = [...n.input, ...n.output].some((x) => renames.has(x));
+        if (touched) [n.input, n.output] = [renamed(n.input), renamed(n.output)];
+        const nodes = withSlicedHead(n);
+        return nodes.length === 1 && !touched ? range(start, end) : encoded(nodes);
       };
+      if (renames.size > 0)
+        inGraph[GRAPH_VALUE_INFO] = (start, end) =>
+          renames.has(onnx.ValueInfoProto.decode(range(r.pos, end)).name) ? Buffer.alloc(0) : range(start, end);
+    }
     if (rows) {
       inGraph[GRAPH_NODE] = (_start, end) => {
         for (const n of withSlicedHead(onnx.NodeProto.decode(range(r.pos, end)))) rows.node(n);

@@ -16,7 +16,7 @@ import { statesCarryAcrossChunks } from "./layouts/state-rows";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import { availableMemoryBytes, checkMemory, graphBytes, neededBytes, noteLoaded, noteReleased } from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
-import { lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
+import { concatenatedColumns, lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { rowsIndependent, rowWisePlan } from "./row-quantization";
 import { createGraphSession, type GraphAdditions, type GraphSession, type SessionSettings } from "./session";
@@ -249,8 +249,10 @@ const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
 
 function additionsFor(graph: GraphOps, rowWise: boolean): GraphAdditions {
   const columnAt = newColumnAt(graph);
+  const presents = presentsToSlice(graph);
   return {
-    lastTokenOf: presentsToSlice(graph),
+    lastTokenOf: presents,
+    concatenated: concatenatedColumns(graph, presents),
     head: lastPositionHead(graph),
     columnAt,
     // A GroupQueryAttention graph's column Gather reads seqlens_k, which the If's branches would hide.

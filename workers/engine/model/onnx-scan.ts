@@ -25,6 +25,8 @@ export interface ScannedNode {
   op: string;
   inputs: string[];
   outputs: string[];
+  /** The node's `axis` attribute, when it has one (Concat, Gather, Slice…). */
+  axis?: number;
 }
 
 /** `length` bytes of the open file `fd` from `offset`. */
@@ -109,7 +111,13 @@ export function scanOnnxOps(file: string): GraphOps {
           if (t % 8 !== 2 || ![GRAPH_NODE, GRAPH_INPUT, GRAPH_OUTPUT].includes(f)) r.skip(t % 8);
           else if (f === GRAPH_NODE) {
             const node = onnx.NodeProto.decode(r.bytes(r.varint()));
-            nodes.push({ op: opKey(node), inputs: node.input ?? [], outputs: node.output ?? [] });
+            const axis = node.attribute?.find((a) => a.name === "axis");
+            nodes.push({
+              op: opKey(node),
+              inputs: node.input ?? [],
+              outputs: node.output ?? [],
+              ...(axis ? { axis: Number(axis.i) } : {}),
+            });
             addNode(node, ops, weightBits);
           } else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
         }

@@ -55,6 +55,11 @@ export interface GraphAdditions {
   lastTokenOf?: readonly string[];
   /** The language-model head whose input is sliced to the last position. */
   head?: HeadInput | null;
+  /**
+   * Of lastTokenOf, the presents whose new columns are a Concat's input already (present →
+   * that tensor, ./last-token-outputs.ts concatenatedColumns): exposed as they are, not sliced.
+   */
+  concatenated?: ReadonlyMap<string, string>;
   /** With lastTokenOf: each row's column at this tensor's index rather than the last one. */
   columnAt?: string | null;
   /** Row-wise activation quantization (./row-quantization.ts). */
@@ -72,10 +77,10 @@ export async function createGraphSession(
   settings: SessionSettings = {},
   additions: GraphAdditions = {},
 ): Promise<GraphSession> {
-  const { lastTokenOf = [], head = null, columnAt = null, rowWise = null } = additions;
+  const { lastTokenOf = [], head = null, columnAt = null, rowWise = null, concatenated } = additions;
   const options = sessionOptions(settings);
   const fromMemory = (plan: RowWisePlan | null) =>
-    ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt, plan), {
+    ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt, plan, concatenated), {
       ...options,
       extra: {
         ...options.extra,
