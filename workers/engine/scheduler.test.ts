@@ -87,6 +87,32 @@ describe("continuous batching", () => {
   });
 });
 
+describe("prefill and decode", () => {
+  it("a request arriving while rows decode is prefilled right after the pass in progress", async () => {
+    // Passes alternate while both wait (after a prefill chunk, a decode step), but a prompt that
+    // arrives while only decoding goes on is next: it never waits for a second decode step.
+    const engine = new Engine({ models: [dir] });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
+    const running = Array.from({ length: 4 }, (_, i) =>
+      engine.generate({ prompt: `Row ${i}`, max_tokens: 900, seed: i, logit_bias: noEos }),
+    );
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(4);
+    for (let probe = 0; probe < 8; probe++) {
+      // Several decode steps after the last probe's prefill, at a different point each time.
+      await new Promise((r) => setTimeout(r, 15 + probe * 3));
+      expect(scheduler.stats().running).toBe(4);
+      const submittedAt = m.stats.forwardCalls; // the pass in progress, if one is, is counted
+      let firstTokenAt = -1;
+      for await (const e of await engine.start({ prompt: "Hello there", max_tokens: 1, temperature: 0 }))
+        if (e.type === "delta" && firstTokenAt < 0) firstTokenAt = m.stats.forwardCalls;
+      expect(firstTokenAt - submittedAt, `probe ${probe}`).toBe(1); // its prompt's pass, nothing before
+    }
+    for (const r of running) expect((await r).usage.completion_tokens).toBe(900);
+  });
+});
+
 describe("steps of several passes", () => {
   it("a request arriving mid-step is prefilled between two passes, not after all of them", async () => {
     // q8 as the file is (activations quantized per tensor, without the engine's row-wise
