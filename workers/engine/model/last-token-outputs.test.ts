@@ -19,30 +19,49 @@ import {
 } from "./last-token-outputs";
 import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { rowWisePlan } from "./row-quantization";
-import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphAdditions, type OrtTensor } from "./session";
+import {
+  createGraphSession,
+  int64Tensor,
+  kvTensor,
+  newKvArray,
+  type GraphAdditions,
+  type GraphSession,
+  type OrtTensor,
+} from "./session";
 import { GraphIo } from "./layouts/feeds";
 import type { PrefillState } from "./layouts/layout";
 import { loadModel } from "./load-model";
 
-/** One pass of 3 rows × 1 new token over `past` columns (with `slice`'s last-token outputs), fetching `outputs`. */
-async function pass(file: string, slice: string[], outputs: string[], concatenated?: ReadonlyMap<string, string>) {
-  const s = await createGraphSession(file, {}, { lastTokenOf: slice, concatenated });
-  const inputs = new Map(s.inputs.map((i) => [i.name, i]));
-  const [B, past] = [3, 5];
-  const kvMeta = inputs.get("past_key_values.0.key")!;
+/**
+ * Feeds for `ids` ([rows][positions], all rows as long) after `past` columns of cache, each
+ * entry's past filled with distinct finite values so that a mixed-up output would show.
+ */
+function decoderFeeds(s: GraphSession, ids: number[][], past: number) {
+  const [B, S] = [ids.length, ids[0].length];
+  const kvMeta = s.inputs.find((i) => i.name === "past_key_values.0.key")!;
   const [, heads, , D] = kvMeta.shape as number[];
   const type = kvMeta.type as "float32" | "float16";
   const feeds: Record<string, OrtTensor> = {
-    input_ids: int64Tensor([5, 9, 11], [B, 1]),
-    attention_mask: int64Tensor(new Array(B * (past + 1)).fill(1), [B, past + 1]),
-    position_ids: int64Tensor([past, past, past], [B, 1]),
+    input_ids: int64Tensor(ids.flat(), [B, S]),
+    attention_mask: int64Tensor(new Array(B * (past + S)).fill(1), [B, past + S]),
+    position_ids: int64Tensor(
+      ids.flatMap((row) => row.map((_, j) => past + j)),
+      [B, S],
+    ),
   };
   for (const i of s.inputs.filter((i) => i.name.startsWith("past_key_values."))) {
     const data = newKvArray(type, B * heads * past * D);
-    // Distinct finite values per entry, so a mixed-up output would show.
     for (let k = 0; k < data.length; k++) data[k] = type === "float32" ? Math.sin(k + i.name.length) : 0x3c00;
     feeds[i.name] = kvTensor(type, data, [B, heads, past, D]);
   }
+  return { feeds, heads, D };
+}
+
+/** One pass of 3 rows × 1 new token over `past` columns (with `slice`'s last-token outputs), fetching `outputs`. */
+async function pass(file: string, slice: string[], outputs: string[], concatenated?: ReadonlyMap<string, string>) {
+  const s = await createGraphSession(file, {}, { lastTokenOf: slice, concatenated });
+  const [B, past] = [3, 5];
+  const { feeds, heads, D } = decoderFeeds(s, [[5], [9], [11]], past);
   const fetches = Object.fromEntries(["logits", ...outputs].map((name) => [name, null]));
   const result = await s.run(feeds, fetches);
   const outputNames = s.outputs.map((o) => o.name);
@@ -390,16 +409,7 @@ describe("lastPositionHead", () => {
 /** The last position's logits of one 7-token prompt through `file` served with `additions`. */
 async function promptLogits(file: string, additions: GraphAdditions) {
   const s = await createGraphSession(file, {}, additions);
-  const S = 7;
-  const feeds: Record<string, OrtTensor> = {
-    input_ids: int64Tensor([5, 9, 11, 300, 7, 42, 4], [1, S]),
-    attention_mask: int64Tensor(new Array(S).fill(1), [1, S]),
-    position_ids: int64Tensor([0, 1, 2, 3, 4, 5, 6], [1, S]),
-  };
-  for (const i of s.inputs.filter((i) => i.name.startsWith("past_key_values."))) {
-    const [, heads, , D] = i.shape as number[];
-    feeds[i.name] = kvTensor("float32", newKvArray("float32", 0), [1, heads, 0, D]);
-  }
+  const { feeds } = decoderFeeds(s, [[5, 9, 11, 300, 7, 42, 4]], 0);
   const { logits } = await s.run(feeds, { logits: null });
   await s.dispose();
   const V = logits.dims[2];

@@ -41,7 +41,7 @@ import { closeSync, fstatSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import { isPastInput, lastTokenOutput, presentOf, usesGroupQueryAttention } from "./graph-signature";
-import { FileReader, readAt, type GraphOps } from "./onnx-scan";
+import { FileReader, readAt, topologicalOrder, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { RowWiseGraph, tensorBytes, type RowWisePlan } from "./row-quantization";
 
 const { onnx } = onnxProto;
@@ -126,30 +126,25 @@ export function lastPositionHead(graph: GraphOps): HeadInput | null {
     for (const o of n.outputs) producer.set(o, n);
     for (const i of n.inputs) readers.set(i, (readers.get(i) ?? 0) + 1);
   }
-  // Tensors that depend on a graph input. Passes until nothing changes: ONNX requires nodes in
-  // topological order (then one pass does), but exports do not always list them so (see
-  // topologicalOrder in ./row-quantization.ts).
-  const dynamic = new Set(graph.inputs);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const n of graph.nodes)
-      if (n.inputs.some((i) => dynamic.has(i)) && n.outputs.some((o) => !dynamic.has(o))) {
-        for (const o of n.outputs) dynamic.add(o);
-        grew = true;
-      }
+  // ONNX requires nodes in topological order, but exports do not always list them so: one pass
+  // in that order sees each tensor's producer before its readers.
+  let ordered: ScannedNode[];
+  try {
+    ordered = topologicalOrder(graph.nodes, (n) => n);
+  } catch {
+    return null; // a cycle: onnxruntime refuses the graph anyway
   }
-  // Whole-tensor quantization parameters: DynamicQuantizeLinear's scales and zero points, and
-  // scales multiplied by constants (the weight's scale).
-  const params = new Set(graph.nodes.filter((n) => n.op === DQL).flatMap((n) => n.outputs.slice(1)));
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const n of graph.nodes) {
-      const live = n.inputs.filter((i) => i && dynamic.has(i));
-      if (n.op === ":Mul" && live.length > 0 && live.every((i) => params.has(i)) && !params.has(n.outputs[0])) {
-        params.add(n.outputs[0]);
-        grew = true;
-      }
-    }
+  // Tensors that depend on a graph input; of them, whole-tensor quantization parameters:
+  // DynamicQuantizeLinear's scales and zero points, and scales multiplied by constants (the
+  // weight's scale).
+  const dynamic = new Set(graph.inputs);
+  const params = new Set<string>();
+  for (const n of ordered) {
+    const live = n.inputs.filter((i) => i && dynamic.has(i));
+    if (live.length === 0) continue;
+    for (const o of n.outputs) dynamic.add(o);
+    if (n.op === DQL) for (const o of n.outputs.slice(1)) params.add(o);
+    if (n.op === ":Mul" && live.every((i) => params.has(i))) params.add(n.outputs[0]);
   }
   let tensor = "logits";
   for (let hops = 0; hops < 8; hops++) {
@@ -244,13 +239,12 @@ function withLastTokenOutputs(
   ) => onnx.NodeProto.create({ name, opType, input, output, attribute });
   const int = (name: string, i: number) =>
     onnx.AttributeProto.create({ name, type: onnx.AttributeProto.AttributeType.INT, i });
-  const ends = TO_END;
   const axes = "lmp_last_token_axes";
   // Only what the Slices read (the head's is placed by modelWithWeightsByReference): onnxruntime
   // warns of every initializer no node reads.
   const slicesPresents = sliced.length > 0 && !columnAt;
   const initializer = [
-    ...(head || slicesPresents ? [int64(ends, [2 ** 31 - 1])] : []),
+    ...(head || slicesPresents ? [int64(TO_END, [2 ** 31 - 1])] : []),
     ...(slicesPresents ? [int64(axes, [2])] : []),
     ...(head ? [int64(LAST_STARTS, [-1]), int64(SEQUENCE_AXIS, [1])] : []),
   ];
@@ -294,7 +288,7 @@ function withLastTokenOutputs(
       node("lmp_fed_count", "Slice", ["lmp_fed_shape", "lmp_fed_from", "lmp_fed_to"], ["lmp_fed_count"]),
       node("lmp_fed_starts", "Neg", ["lmp_fed_count"], ["lmp_fed_starts"]),
       ...sliced.map((p, i) =>
-        node(`lmp_last_token_${i}`, "Slice", [p, "lmp_fed_starts", ends, axes], [lastTokenOutput(p)]),
+        node(`lmp_last_token_${i}`, "Slice", [p, "lmp_fed_starts", TO_END, axes], [lastTokenOutput(p)]),
       ),
     );
   }

@@ -14,7 +14,15 @@ import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
 import { statesCarryAcrossChunks } from "./layouts/state-rows";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
-import { availableMemoryBytes, checkMemory, graphBytes, neededBytes, noteLoaded, noteReleased } from "./memory-check";
+import {
+  availableMemoryBytes,
+  checkMemory,
+  graphBytes,
+  MiB,
+  neededBytes,
+  noteLoaded,
+  noteReleased,
+} from "./memory-check";
 import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { concatenatedColumns, lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
@@ -126,14 +134,14 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     // Row-wise quantization has onnxruntime keep the weights twice (row-quantization.ts). A model
     // with room for them once is served without it (one row per pass) rather than refused.
     if (additions.rowWise && neededBytes(2 * weights) > available && neededBytes(weights) <= available) {
-      logger().warn(
-        { model: id, graph: choice.graph, needMiB: mib(neededBytes(2 * weights)), availableMiB: mib(available) },
-        "not enough memory to serve the rows of this per-tensor quantized graph together (its weights would be held twice); they will run one per pass",
-      );
       additions.rowWise = null;
       aloneBecause =
-        `holding its weights twice for row-wise quantization would need about ${mib(neededBytes(2 * weights)).toLocaleString("en-US")} MiB ` +
-        `of memory, and ${mib(available).toLocaleString("en-US")} MiB is available`;
+        `holding its weights twice for row-wise quantization would need about ${MiB(neededBytes(2 * weights))} ` +
+        `of memory, and ${MiB(available)} is available`;
+      logger().warn(
+        { model: id, graph: choice.graph },
+        `each row of this graph will run a pass of its own: ${aloneBecause}`,
+      );
     }
     checkMemory(id, choice.graph, weights * (additions.rowWise ? 2 : 1), available);
   }
@@ -245,8 +253,6 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
 }
 
 /** What the engine adds to a graph at load (see createGraphSession). */
-const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
-
 function additionsFor(graph: GraphOps, rowWise: boolean): GraphAdditions {
   const columnAt = newColumnAt(graph);
   const presents = presentsToSlice(graph);

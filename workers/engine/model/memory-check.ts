@@ -103,7 +103,7 @@ function cgroupRoom(): number | undefined {
   return undefined;
 }
 
-const MiB = (bytes: number) => `${Math.round(bytes / 2 ** 20).toLocaleString("en-US")} MiB`;
+export const MiB = (bytes: number) => `${Math.round(bytes / 2 ** 20).toLocaleString("en-US")} MiB`;
 
 /**
  * Throws `insufficient_memory` when a graph of `weightBytes` would not fit in `available` bytes.

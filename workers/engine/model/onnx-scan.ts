@@ -36,6 +36,46 @@ export function readAt(fd: number, offset: number, length: number): Buffer {
   return out;
 }
 
+/**
+ * The nodes in an order where each follows the nodes whose outputs it reads, the given order
+ * wherever it already is one. Exports do not always list their nodes so (onnxruntime-genai's
+ * builder puts a few before their inputs' producers: ../shared/models/tiny-random-llama), which
+ * onnxruntime accepts in a main graph, sorting it itself, but refuses in an If's branches
+ * (./row-quantization.ts); and a single pass in this order sees every input before its readers
+ * (./last-token-outputs.ts). `io` gives a node's input and output names.
+ */
+export function topologicalOrder<T>(
+  nodes: readonly T[],
+  io: (node: T) => { inputs: readonly string[]; outputs: readonly string[] },
+): T[] {
+  const producer = new Map<string, number>();
+  nodes.forEach((n, i) => io(n).outputs.forEach((o) => o && producer.set(o, i)));
+  const state = new Uint8Array(nodes.length); // 0 not reached, 1 on the path, 2 placed
+  const order: T[] = [];
+  for (let root = 0; root < nodes.length; root++) {
+    if (state[root]) continue;
+    // Depth first without recursion (a graph's chains run thousands of nodes deep).
+    const path: { node: number; next: number }[] = [{ node: root, next: 0 }];
+    state[root] = 1;
+    while (path.length) {
+      const top = path[path.length - 1];
+      const { inputs } = io(nodes[top.node]);
+      if (top.next < inputs.length) {
+        const from = producer.get(inputs[top.next++]);
+        if (from === undefined || state[from] === 2) continue;
+        if (state[from] === 1) throw new Error(`the graph has a cycle through ${io(nodes[from]).outputs[0]}`);
+        state[from] = 1;
+        path.push({ node: from, next: 0 });
+      } else {
+        state[top.node] = 2;
+        order.push(nodes[top.node]);
+        path.pop();
+      }
+    }
+  }
+  return order;
+}
+
 /** Reads a file through a sliding window; `pos` is absolute. */
 export class FileReader {
   private buf = Buffer.alloc(1 << 16);

@@ -30,7 +30,7 @@ import { closeSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import type { ModelRunner, PrefillState } from "./layouts/layout";
-import { readAt, type GraphOps, type ScannedNode } from "./onnx-scan";
+import { readAt, topologicalOrder, type GraphOps, type ScannedNode } from "./onnx-scan";
 
 const { onnx } = onnxProto;
 type NodeProto = InstanceType<typeof onnx.NodeProto>;
@@ -189,7 +189,7 @@ export class RowWiseGraph {
       return onnx.GraphProto.create({
         name: prefix,
         node: [
-          ...topologicalOrder(nodes).map((n) =>
+          ...topologicalOrder(nodes, (n) => ({ inputs: n.input, outputs: n.output })).map((n) =>
             onnx.NodeProto.create({ ...n, input: rename(n.input), output: rename(n.output) }),
           ),
           ...this.plan.outputs.filter((o) => !produced.has(o)).map((o) => node("Identity", [o], [renamed.get(o)!])),
@@ -242,41 +242,6 @@ export class RowWiseGraph {
       rawData: new Uint8Array(sums.buffer),
     });
   }
-}
-
-/**
- * The nodes in an order where each follows the nodes whose outputs it reads, the given order
- * wherever it already is one. Exports do not always list their nodes so (onnxruntime-genai's
- * builder puts a few before their inputs' producers: ../shared/models/tiny-random-llama), which
- * onnxruntime accepts in a main graph, sorting it itself, but refuses in an If's branches.
- */
-export function topologicalOrder<T extends { input: string[]; output: string[] }>(nodes: readonly T[]): T[] {
-  const producer = new Map<string, number>();
-  nodes.forEach((n, i) => n.output.forEach((o) => o && producer.set(o, i)));
-  const state = new Uint8Array(nodes.length); // 0 not reached, 1 on the path, 2 placed
-  const order: T[] = [];
-  for (let root = 0; root < nodes.length; root++) {
-    if (state[root]) continue;
-    // Depth first without recursion (a graph's chains run thousands of nodes deep).
-    const path: { node: number; next: number }[] = [{ node: root, next: 0 }];
-    state[root] = 1;
-    while (path.length) {
-      const top = path[path.length - 1];
-      const inputs = nodes[top.node].input;
-      if (top.next < inputs.length) {
-        const from = producer.get(inputs[top.next++]);
-        if (from === undefined || state[from] === 2) continue;
-        if (state[from] === 1) throw new Error(`the graph has a cycle through ${nodes[from].output[0]}`);
-        state[from] = 1;
-        path.push({ node: from, next: 0 });
-      } else {
-        state[top.node] = 2;
-        order.push(nodes[top.node]);
-        path.pop();
-      }
-    }
-  }
-  return order;
 }
 
 /**
