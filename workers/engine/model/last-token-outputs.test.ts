@@ -273,6 +273,7 @@ function graph(tail: ScannedNode[], extra: Partial<GraphOps> = {}): GraphOps {
     ops: new Set(nodes.map((n) => n.op)),
     inputs: ["input_ids", "attention_mask", "position_ids"],
     outputs: ["logits"],
+    inputTypes: new Map(),
     opset: 17,
     nodes,
     weightBits: new Set(),

@@ -43,6 +43,7 @@ import onnxProto from "onnx-proto";
 import { isPastInput, lastTokenOutput, presentOf, usesGroupQueryAttention } from "./graph-signature";
 import { FileReader, readAt, topologicalOrder, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { RowWiseGraph, tensorBytes, type RowWisePlan } from "./row-quantization";
+import { SplitAttentionGraph, type SplitAttentionPlan } from "./split-attention";
 
 const { onnx } = onnxProto;
 
@@ -191,7 +192,8 @@ export function concatenatedColumns(graph: GraphOps, presents: readonly string[]
  * row's column at that tensor's index), and `head`'s input sliced to the last position (the
  * node rewritten here, the Slice appended by withLastTokenOutputs). A present in `concatenated`
  * (concatenatedColumns) has its Concat's new-columns tensor renamed to its last-token output
- * instead of a Slice; not with `rowWise` (that tensor is then inside the If's branches).
+ * instead of a Slice; not with `rowWise` (that tensor is then inside the If's branches). With
+ * `split`, each layer's attention products can skip the cache's Concat (./split-attention.ts).
  */
 export function servedModel(
   file: string,
@@ -200,12 +202,13 @@ export function servedModel(
   columnAt: string | null = null,
   rowWise: RowWisePlan | null = null,
   concatenated: ReadonlyMap<string, string> = new Map(),
+  split: SplitAttentionPlan | null = null,
 ): Buffer {
   const direct = rowWise || columnAt ? [] : presents.filter((p) => concatenated.has(p));
   const renames = new Map(direct.map((p) => [concatenated.get(p)!, lastTokenOutput(p)]));
   const sliced = presents.filter((p) => !direct.includes(p));
   return withLastTokenOutputs(
-    modelWithWeightsByReference(file, head, rowWise, renames),
+    modelWithWeightsByReference(file, head, rowWise, renames, split),
     presents,
     sliced,
     head,
@@ -304,6 +307,7 @@ function withLastTokenOutputs(
 const MODEL_GRAPH = 7;
 const GRAPH_NODE = 1;
 const GRAPH_INITIALIZER = 5;
+const GRAPH_INPUT = 11;
 const GRAPH_VALUE_INFO = 13;
 const TENSOR_RAW_DATA = 9;
 const TENSOR_EXTERNAL_DATA = 13;
@@ -320,6 +324,7 @@ const MIN_REFERENCED_BYTES = 4096;
  * With `rowWise`, the graph's nodes are replaced by the If of ./row-quantization.ts (its
  * value_info, shape hints for tensors now inside the branches, is left out); the head and its
  * Slice are then in both branches.
+ * With `split`, the attention products it plans become Ifs (./split-attention.ts).
  * Everything else (other nodes, subgraphs, initializers already external, other fields) is
  * copied byte for byte.
  */
@@ -328,9 +333,12 @@ export function modelWithWeightsByReference(
   head?: HeadInput | null,
   rowWise?: RowWisePlan | null,
   renames: ReadonlyMap<string, string> = new Map(),
+  split: SplitAttentionPlan | null = null,
 ): Buffer {
-  if (rowWise && renames.size > 0) throw new Error("tensors are not renamed inside row-wise quantization's branches");
+  if (rowWise && (renames.size > 0 || split))
+    throw new Error("tensors are not renamed, nor attention split, inside row-wise quantization's branches");
   const rows = rowWise ? new RowWiseGraph(rowWise) : null;
+  const splitter = split ? new SplitAttentionGraph(split, renames) : null;
   const fd = openSync(file, "r");
   try {
     const r = new FileReader(fd);
@@ -376,17 +384,19 @@ export function modelWithWeightsByReference(
     const renamed = (names: string[]) => names.map((x) => renames.get(x) ?? x);
     const inGraph: Record<number, (start: number, end: number) => Buffer> = { [GRAPH_INITIALIZER]: initializer };
     // Every other node is copied byte for byte.
-    if (head || renames.size > 0) {
+    if (head || renames.size > 0 || splitter) {
       inGraph[GRAPH_NODE] = (start, end) => {
         const n = onnx.NodeProto.decode(range(r.pos, end));
         const touched = [...n.input, ...n.output].some((x) => renames.has(x));
         if (touched) [n.input, n.output] = [renamed(n.input), renamed(n.output)];
-        const nodes = withSlicedHead(n);
-        return nodes.length === 1 && !touched ? range(start, end) : encoded(nodes);
+        const nodes = withSlicedHead(n).flatMap((m) => (splitter ? splitter.replace(m) : [m]));
+        return nodes.length === 1 && nodes[0] === n && !touched ? range(start, end) : encoded(nodes);
       };
-      if (renames.size > 0)
-        inGraph[GRAPH_VALUE_INFO] = (start, end) =>
-          renames.has(onnx.ValueInfoProto.decode(range(r.pos, end)).name) ? Buffer.alloc(0) : range(start, end);
+      if (renames.size > 0 || splitter)
+        inGraph[GRAPH_VALUE_INFO] = (start, end) => {
+          const { name } = onnx.ValueInfoProto.decode(range(r.pos, end));
+          return renames.has(name) || splitter?.gone(name) ? Buffer.alloc(0) : range(start, end);
+        };
     }
     if (rows) {
       inGraph[GRAPH_NODE] = (_start, end) => {
@@ -402,6 +412,11 @@ export function modelWithWeightsByReference(
         for (const t of initializers)
           fields.push(field(GRAPH_INITIALIZER, Buffer.from(onnx.TensorProto.encode(t).finish())));
         fields.push(encoded(nodes));
+      }
+      if (splitter) {
+        for (const t of splitter.initializers())
+          fields.push(field(GRAPH_INITIALIZER, Buffer.from(onnx.TensorProto.encode(t).finish())));
+        fields.push(field(GRAPH_INPUT, Buffer.from(onnx.ValueInfoProto.encode(splitter.input()).finish())));
       }
       return field(MODEL_GRAPH, Buffer.concat(fields));
     };

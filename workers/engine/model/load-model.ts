@@ -27,6 +27,7 @@ import { scanOnnxOps, type GraphOps } from "./onnx-scan";
 import { concatenatedColumns, lastPositionHead, newColumnAt, presentsToSlice } from "./last-token-outputs";
 import type { LoadProgress } from "./progress";
 import { rowsIndependent, rowWisePlan } from "./row-quantization";
+import { splitAttentionPlan } from "./split-attention";
 import { createGraphSession, type GraphAdditions, type GraphSession, type SessionSettings } from "./session";
 import { AutoTokenizer, env } from "../transformers";
 
@@ -89,6 +90,11 @@ export interface LoadModelOptions {
    * share passes (./row-quantization.ts; their weights then take twice the memory). Default true.
    */
   rowWiseQuantization?: boolean;
+  /**
+   * Let one-token passes attend over the past and the new token apart, where that is exact
+   * (./split-attention.ts): no copy of the whole cache per step. Default true.
+   */
+  splitAttention?: boolean;
 }
 
 export async function loadModel(id: string, opts: LoadModelOptions = {}): Promise<LoadedModel> {
@@ -119,7 +125,7 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
   }
   checkWeightBits(id, choice.graph, graphOps);
   const rowWiseWanted = opts.rowWiseQuantization ?? true;
-  const additions = additionsFor(graphOps, rowWiseWanted);
+  const additions = additionsFor(graphOps, rowWiseWanted, opts.splitAttention ?? true);
   // Why a per-tensor quantized graph's rows run one pass each, when they do.
   let aloneBecause = !quantizesPerTensor(graphOps)
     ? null
@@ -253,12 +259,15 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
 }
 
 /** What the engine adds to a graph at load (see createGraphSession). */
-function additionsFor(graph: GraphOps, rowWise: boolean): GraphAdditions {
+function additionsFor(graph: GraphOps, rowWise: boolean, split: boolean): GraphAdditions {
   const columnAt = newColumnAt(graph);
   const presents = presentsToSlice(graph);
+  const concatenated = concatenatedColumns(graph, presents);
   return {
     lastTokenOf: presents,
-    concatenated: concatenatedColumns(graph, presents),
+    concatenated,
+    // Used where row-wise quantization is not (its branches hold the nodes the split rewrites).
+    split: split && !columnAt ? splitAttentionPlan(graph, concatenated) : null,
     head: lastPositionHead(graph),
     columnAt,
     // A GroupQueryAttention graph's column Gather reads seqlens_k, which the If's branches would hide.

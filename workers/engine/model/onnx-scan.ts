@@ -13,6 +13,8 @@ export interface GraphOps {
   /** The main graph's input and output names, in order. */
   inputs: string[];
   outputs: string[];
+  /** The element type (onnx.TensorProto.DataType) of each main graph input that declares one. */
+  inputTypes: Map<string, number>;
   /** The version of the default ("" / ai.onnx) operator set the model imports (0 when absent). */
   opset: number;
   /** The main graph's nodes, in file order ("domain:OpType", input and output names). */
@@ -27,6 +29,10 @@ export interface ScannedNode {
   outputs: string[];
   /** The node's `axis` attribute, when it has one (Concat, Gather, Slice…). */
   axis?: number;
+  /** The node's `perm` attribute, when it has one (Transpose). */
+  perm?: number[];
+  /** The node's attributes, when it has some and none is a graph (to copy the node elsewhere). */
+  attributes?: InstanceType<typeof onnx.AttributeProto>[];
 }
 
 /** `length` bytes of the open file `fd` from `offset`. */
@@ -136,6 +142,7 @@ export function scanOnnxOps(file: string): GraphOps {
     const ops = new Set<string>();
     const inputs: string[] = [];
     const outputs: string[] = [];
+    const inputTypes = new Map<string, number>();
     const nodes: ScannedNode[] = [];
     const weightBits = new Set<number>();
     let opset = 0;
@@ -152,21 +159,31 @@ export function scanOnnxOps(file: string): GraphOps {
           else if (f === GRAPH_NODE) {
             const node = onnx.NodeProto.decode(r.bytes(r.varint()));
             const axis = node.attribute?.find((a) => a.name === "axis");
+            const perm = node.attribute?.find((a) => a.name === "perm");
             nodes.push({
               op: opKey(node),
               inputs: node.input ?? [],
               outputs: node.output ?? [],
               ...(axis ? { axis: Number(axis.i) } : {}),
+              ...(perm ? { perm: (perm.ints ?? []).map(Number) } : {}),
+              ...(node.attribute?.length && node.attribute.every((a) => !a.g && !a.graphs?.length)
+                ? { attributes: node.attribute as InstanceType<typeof onnx.AttributeProto>[] }
+                : {}),
             });
             addNode(node, ops, weightBits);
-          } else (f === GRAPH_INPUT ? inputs : outputs).push(onnx.ValueInfoProto.decode(r.bytes(r.varint())).name);
+          } else {
+            const info = onnx.ValueInfoProto.decode(r.bytes(r.varint()));
+            (f === GRAPH_INPUT ? inputs : outputs).push(info.name);
+            const type = info.type?.tensorType?.elemType;
+            if (f === GRAPH_INPUT && type) inputTypes.set(info.name, type);
+          }
         }
       } else if (field === MODEL_OPSET_IMPORT && wire === 2) {
         const set = onnx.OperatorSetIdProto.decode(r.bytes(r.varint()));
         if (!set.domain || set.domain === "ai.onnx") opset = Number(set.version);
       } else r.skip(wire);
     }
-    return { ops, inputs, outputs, opset, nodes, weightBits };
+    return { ops, inputs, outputs, inputTypes, opset, nodes, weightBits };
   } finally {
     closeSync(fd);
   }

@@ -7,6 +7,7 @@ import * as ort from "onnxruntime-node";
 import { logger } from "@/lib/observe/log";
 import { servedModel, type HeadInput } from "./last-token-outputs";
 import type { RowWisePlan } from "./row-quantization";
+import { SPLIT_INPUT, splitIsExact, type SplitAttentionPlan } from "./split-attention";
 import type { ValueMeta } from "./graph-signature";
 
 export type OrtTensor = ort.Tensor;
@@ -40,12 +41,15 @@ export interface GraphSession {
   readonly rowWise: boolean;
   /** Whether additions were asked for but onnxruntime refused them: the file is served as it is. */
   readonly unchanged: boolean;
+  /** Whether one-token passes over an even past skip the cache's Concat (./split-attention.ts). */
+  readonly splitAttention: boolean;
   /**
    * One forward pass. `fetches` maps output names to null (allocated by onnxruntime) or to a
    * tensor written in place (results then omit it). Counted: tests assert batching shares passes.
    */
   run(feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>): Promise<Record<string, OrtTensor>>;
-  readonly stats: { forwardCalls: number };
+  /** Passes run, and of them those that took split attention. */
+  readonly stats: { forwardCalls: number; splitPasses: number };
   dispose(): Promise<void>;
 }
 
@@ -64,6 +68,8 @@ export interface GraphAdditions {
   columnAt?: string | null;
   /** Row-wise activation quantization (./row-quantization.ts). */
   rowWise?: RowWisePlan | null;
+  /** Attention products split at the past/new boundary (./split-attention.ts); not with rowWise. */
+  split?: SplitAttentionPlan | null;
 }
 
 /**
@@ -77,10 +83,10 @@ export async function createGraphSession(
   settings: SessionSettings = {},
   additions: GraphAdditions = {},
 ): Promise<GraphSession> {
-  const { lastTokenOf = [], head = null, columnAt = null, rowWise = null, concatenated } = additions;
+  const { lastTokenOf = [], head = null, columnAt = null, rowWise = null, concatenated, split = null } = additions;
   const options = sessionOptions(settings);
-  const fromMemory = (plan: RowWisePlan | null) =>
-    ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt, plan, concatenated), {
+  const fromMemory = (plan: RowWisePlan | null, splitPlan: SplitAttentionPlan | null = null) =>
+    ort.InferenceSession.create(servedModel(file, lastTokenOf, head, columnAt, plan, concatenated, splitPlan), {
       ...options,
       extra: {
         ...options.extra,
@@ -101,6 +107,22 @@ export async function createGraphSession(
       logger().warn({ err, file }, "could not add row-wise quantization to the graph; its rows will run one per pass");
     }
   }
+  let splitLoaded: SplitAttentionPlan | null = null;
+  if (!session && split) {
+    try {
+      session = await fromMemory(null, split);
+      splitLoaded = split;
+      if (!(await splitIsExact(session, split))) {
+        // Kept (its Ifs cost microseconds), but every pass takes the file's own nodes.
+        splitLoaded = null;
+        logger().info({ file }, "split attention is not exact here; decoding steps keep the cache's Concat");
+      }
+    } catch (err) {
+      session = undefined;
+      splitLoaded = null;
+      logger().warn({ err, file }, "could not split the graph's attention; decoding steps keep the cache's Concat");
+    }
+  }
   if (!session && (lastTokenOf.length > 0 || head)) {
     try {
       session = await fromMemory(null);
@@ -116,16 +138,28 @@ export async function createGraphSession(
   session ??= await ort.InferenceSession.create(file, options);
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
-  const stats = { forwardCalls: 0 };
+  const stats = { forwardCalls: 0, splitPasses: 0 };
+  const hasSplitInput = session.inputNames.includes(SPLIT_INPUT);
+  const splitPresents = new Set(splitLoaded ? splitLoaded.values.map((x) => x.present) : []);
+  // The split where it is exact and its presents are not wanted: one token over an even past.
+  const takesSplit = (feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>) =>
+    splitLoaded !== null &&
+    feeds.input_ids?.dims[1] === 1 &&
+    (feeds[splitLoaded.past]?.dims[2] ?? 1) % 2 === 0 &&
+    !Object.keys(fetches).some((f) => splitPresents.has(f));
   return {
-    inputs: session.inputMetadata.map(meta),
+    inputs: session.inputMetadata.filter((m) => m.name !== SPLIT_INPUT).map(meta),
     outputs: session.outputMetadata.map(meta),
     rowWise: rowWiseLoaded,
     unchanged,
+    splitAttention: splitLoaded !== null,
     stats,
     async run(feeds, fetches) {
       stats.forwardCalls++;
-      return (await session.run(feeds, fetches)) as Record<string, OrtTensor>;
+      const split = takesSplit(feeds, fetches);
+      if (split) stats.splitPasses++;
+      const all = hasSplitInput ? { ...feeds, [SPLIT_INPUT]: boolTensor(split) } : feeds;
+      return (await session.run(all, fetches)) as Record<string, OrtTensor>;
     },
     dispose: () => session.release(),
   };

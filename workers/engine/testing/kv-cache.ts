@@ -71,12 +71,13 @@ export function fakeSignature(
 
 /** A session whose passes are `run` (counted in stats.forwardCalls, as the real one counts them). */
 export function fakeSession(run: GraphSession["run"]): GraphSession {
-  const stats = { forwardCalls: 0 };
+  const stats = { forwardCalls: 0, splitPasses: 0 };
   return {
     inputs: [],
     outputs: [],
     rowWise: false,
     unchanged: false,
+    splitAttention: false,
     stats,
     dispose: async () => {},
     run: (feeds, fetches) => {

@@ -17,7 +17,11 @@ import { StateRows } from "./state-rows";
  * 8 spare columns on short sequences, at most 1/16 of the past on long ones. A membership change
  * keeps the capacity unless it exceeds what capacityFor(longest) would give.
  */
-export const capacityFor = (longest: number) => longest + Math.max(16, Math.ceil(longest / 8));
+export const capacityFor = (longest: number) => {
+  const capacity = longest + Math.max(16, Math.ceil(longest / 8));
+  // Even: a one-token pass over an even past can skip the cache's Concat (../split-attention.ts).
+  return capacity + (capacity % 2);
+};
 
 export abstract class RowsBatch {
   protected readonly cache: KvRows;

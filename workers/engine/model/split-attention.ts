@@ -1,0 +1,328 @@
+// Decoding steps that attend over the cached values without copying them.
+//
+// A standard export appends the fed token to the cache inside the graph: present = Concat(past,
+// new) along the sequence axis, then scores = q · keysᵀ and attended = probs · values. Those
+// Concats copy every row's whole cache at every step: on the 134M bench model in q4 with 8 rows
+// they took 2.8 ms of a 29 ms pass at 32 tokens of past, 8.0 of 36 at 148 and 14.3 of 34 at 300
+// (onnxruntime's profiler), growing with the context while the rest does not.
+//
+// For a one-token pass the engine never fetches the presents (it takes the new columns alone,
+// ./last-token-outputs.ts), so the values' copy is only there to feed one product. Here that
+// product is split at the past/new boundary instead:
+//   attended = probs[…, :K] · past + probs[…, K:] × new        (K = the past's length)
+// onnxruntime computes a one-row product (M = 1) with MLAS' M1 kernel, which sums K in groups of
+// four, then two, then one, each group's sum added to the total so far; with K even, the split's
+// last term is exactly the kernel's lone last term, so the product is bit for bit the file's
+// (measured over K = 2…300 on these machines; odd K differ in the last bits). The keys' product
+// is not split: onnxruntime fuses its scaling into it (FusedMatMul's alpha, another kernel), and
+// split it was not exact. So the split runs only where it is exact: one-token passes over an even
+// number of past columns (the padded layout's capacity is even) that fetch no present, chosen per
+// pass by an input of the engine's own (SPLIT_INPUT); every other pass (prompts, odd past lengths)
+// runs the file's own nodes. Each layer's values product (with grouped-query attention's
+// repeat_kv between the Concat and it) becomes an If on that input, the Concat moved into its else
+// branch. A load-time check (splitIsExact) compares both branches bit for bit at several past
+// lengths; a graph that fails it never takes the split (on another CPU whose kernels sum
+// otherwise, say). Graphs with a float16 cache are left as they are (see splitAttentionPlan).
+import * as ort from "onnxruntime-node";
+import onnxProto from "onnx-proto";
+import { toFloat16Array } from "./float16";
+import { isPastInput } from "./graph-signature";
+import type { GraphOps, ScannedNode } from "./onnx-scan";
+
+const { onnx } = onnxProto;
+type NodeProto = InstanceType<typeof onnx.NodeProto>;
+type TensorProto = InstanceType<typeof onnx.TensorProto>;
+type ValueInfoProto = InstanceType<typeof onnx.ValueInfoProto>;
+const AttrType = onnx.AttributeProto.AttributeType;
+const DataType = onnx.TensorProto.DataType;
+
+/** The engine's bool [1] input: true for a pass that takes the split. */
+export const SPLIT_INPUT = "lmp_split_attention";
+
+/** One layer's values: MatMul(probs, Concat(past, columns) → [repeat]) = attended. */
+export interface ValueSplit {
+  present: string;
+  past: string;
+  columns: string;
+  repeat: ScannedNode[];
+  probs: string;
+  attended: string;
+}
+
+/** Ops of repeat_kv, which act on each position alone. */
+const REPEAT_OPS = new Set([":Unsqueeze", ":Expand", ":Reshape"]);
+
+export interface SplitAttentionPlan {
+  values: ValueSplit[];
+  /** A past input: its sequence length is K, the columns the split's probs are cut at. */
+  past: string;
+}
+
+/** What the graph may take besides the past for the split to be checked at load (splitIsExact). */
+const PLAIN_INPUTS = new Set(["input_ids", "attention_mask", "position_ids"]);
+
+/**
+ * The values products to split, given the presents that are Concat(past, new columns)
+ * (`concatenated`, present → columns: ./last-token-outputs.ts concatenatedColumns). A present
+ * qualifies when the Concat feeds one node, the MatMul (as its second input), directly or through
+ * a repeat_kv chain. Null when none does, the cache is not float32, or the graph takes inputs
+ * other than input_ids, attention_mask, position_ids and the past.
+ */
+export function splitAttentionPlan(
+  graph: GraphOps,
+  concatenated: ReadonlyMap<string, string>,
+): SplitAttentionPlan | null {
+  if (graph.inputs.some((i) => !PLAIN_INPUTS.has(i) && !isPastInput(i))) return null;
+  // A float16 cache: onnxruntime computes its products in float32 through Casts it inserts around
+  // them, placed differently once the products sit in an If's branches (the file's numbers change).
+  if (graph.inputs.some((i) => isPastInput(i) && graph.inputTypes.get(i) !== DataType.FLOAT)) return null;
+  const readers = new Map<string, { node: ScannedNode; index: number }[]>();
+  for (const node of graph.nodes)
+    node.inputs.forEach((t, index) => {
+      if (!t) return;
+      const list = readers.get(t);
+      if (list) list.push({ node, index });
+      else readers.set(t, [{ node, index }]);
+    });
+  const onlyReader = (t: string) => {
+    const list = readers.get(t);
+    return list?.length === 1 ? list[0] : null;
+  };
+  const secondOfMatMul = (t: string) => {
+    const r = onlyReader(t);
+    return r && r.node.op === ":MatMul" && r.index === 1 ? r.node : null;
+  };
+  const values: ValueSplit[] = [];
+  for (const n of graph.nodes) {
+    const [present] = n.outputs;
+    const columns = concatenated.get(present);
+    if (n.op !== ":Concat" || !columns || n.inputs[1] !== columns) continue;
+    const past = n.inputs[0];
+    // repeat_kv, if any: a chain of single readers taking the cache at input 0.
+    const repeat: ScannedNode[] = [];
+    let cache = present;
+    for (let r = onlyReader(cache); r && REPEAT_OPS.has(r.node.op) && r.index === 0; r = onlyReader(cache)) {
+      repeat.push(r.node);
+      cache = r.node.outputs[0];
+    }
+    const product = secondOfMatMul(cache);
+    if (product)
+      values.push({ present, past, columns, repeat, probs: product.inputs[0], attended: product.outputs[0] });
+  }
+  if (values.length === 0) return null;
+  return { values, past: values[0].past };
+}
+
+/**
+ * Rewrites the graph's nodes for `plan` as they stream by (./last-token-outputs.ts
+ * modelWithWeightsByReference): the planned Concats and repeats go, each planned MatMul becomes
+ * an If on SPLIT_INPUT. Names are the served graph's (after `renames`).
+ */
+export class SplitAttentionGraph {
+  /** First outputs of the nodes that go: the planned Concats (presents) and repeats. */
+  private readonly dropped = new Set<string>();
+  private readonly repeats = new Set<string>();
+  private readonly values = new Map<string, ValueSplit>();
+  private preludeDone = false;
+
+  constructor(
+    private readonly plan: SplitAttentionPlan,
+    renames: ReadonlyMap<string, string>,
+  ) {
+    for (const v of plan.values) {
+      this.dropped.add(v.present);
+      this.values.set(v.attended, { ...v, columns: renames.get(v.columns) ?? v.columns });
+      for (const r of v.repeat) {
+        this.dropped.add(r.outputs[0]);
+        this.repeats.add(r.outputs[0]);
+      }
+    }
+  }
+
+  /**
+   * Tensors no longer made at the top level (the repeats' outputs: their value_info, shape
+   * hints, must go); the presents now come from the Ifs.
+   */
+  gone(tensor: string): boolean {
+    return this.repeats.has(tensor);
+  }
+
+  /** What replaces node `n` (by its first output). */
+  replace(n: NodeProto): NodeProto[] {
+    const [out] = n.output;
+    if (this.dropped.has(out)) return [];
+    const value = this.values.get(out);
+    if (!value) return [n];
+    const prelude = this.preludeDone ? [] : this.prelude();
+    this.preludeDone = true;
+    return [...prelude, this.valueIf(value)];
+  }
+
+  /** K (as a 1-D tensor): the past's sequence length, read by the value branches. */
+  private prelude(): NodeProto[] {
+    return [
+      node("Shape", [this.plan.past], [`${P}past_shape`]),
+      node("Slice", [`${P}past_shape`, `${P}two`, `${P}three`], [PAST_LENGTH]),
+    ];
+  }
+
+  private valueIf(v: ValueSplit): NodeProto {
+    const p = `${P}${v.attended}/`;
+    const [past, columns, whole] = [
+      repeated(v.repeat, v.past, `${p}past_r`),
+      repeated(v.repeat, v.columns, `${p}new_r`),
+      repeated(v.repeat, `${p}whole`, `${p}whole_r`),
+    ];
+    const split = branch(`${p}split`, [
+      ...past.nodes,
+      ...columns.nodes,
+      node("Slice", [v.probs, `${P}zero`, PAST_LENGTH, `${P}last_axis`], [`${p}past_probs`]),
+      node("Slice", [v.probs, PAST_LENGTH, `${P}end`, `${P}last_axis`], [`${p}new_probs`]),
+      node("MatMul", [`${p}past_probs`, past.out], [`${p}past_part`]),
+      node("Mul", [`${p}new_probs`, columns.out], [`${p}new_part`]),
+      node("Add", [`${p}past_part`, `${p}new_part`], [`${p}attended`]),
+      node("Identity", [v.columns], [`${p}present`]),
+    ]);
+    const file = branch(`${p}file`, [
+      node("Concat", [v.past, v.columns], [`${p}whole`], [int("axis", 2)]),
+      ...whole.nodes,
+      node("MatMul", [v.probs, whole.out], [`${p}whole_attended`]),
+    ]);
+    return ifNode(`${p}if`, [v.attended, v.present], split, [`${p}attended`, `${p}present`], file, [
+      `${p}whole_attended`,
+      `${p}whole`,
+    ]);
+  }
+
+  /** The constants the branches read. */
+  initializers(): TensorProto[] {
+    const int64s = (name: string, values: number[]) =>
+      onnx.TensorProto.create({ name, dims: [values.length], dataType: DataType.INT64, int64Data: values });
+    return [
+      int64s(`${P}two`, [2]),
+      int64s(`${P}three`, [3]),
+      int64s(`${P}zero`, [0]),
+      int64s(`${P}end`, [2 ** 31 - 1]),
+      int64s(`${P}last_axis`, [3]),
+    ];
+  }
+
+  /** The graph input that chooses the branch. */
+  input(): ValueInfoProto {
+    return onnx.ValueInfoProto.create({
+      name: SPLIT_INPUT,
+      type: { tensorType: { elemType: DataType.BOOL, shape: { dim: [{ dimValue: 1 }] } } },
+    });
+  }
+}
+
+const P = "lmp_split/";
+const PAST_LENGTH = `${P}past_length`;
+
+function node(opType: string, input: string[], output: string[], attribute: Attr[] = []): NodeProto {
+  return onnx.NodeProto.create({ opType, input, output, attribute, name: `${output[0]}.node` });
+}
+type Attr = InstanceType<typeof onnx.AttributeProto>;
+const int = (name: string, i: number) => onnx.AttributeProto.create({ name, type: AttrType.INT, i });
+
+const branch = (name: string, nodes: NodeProto[]) => ({ name, nodes });
+
+/** The repeat chain's nodes applied to `from` (their other inputs as in the file), names under `prefix`. */
+function repeated(chain: readonly ScannedNode[], from: string, prefix: string): { nodes: NodeProto[]; out: string } {
+  const nodes: NodeProto[] = [];
+  let out = from;
+  chain.forEach((c, i) => {
+    const next = `${prefix}${i}`;
+    nodes.push(
+      onnx.NodeProto.create({
+        opType: c.op.slice(c.op.indexOf(":") + 1),
+        input: [out, ...c.inputs.slice(1)],
+        output: [next],
+        attribute: c.attributes ?? [],
+        name: `${next}.node`,
+      }),
+    );
+    out = next;
+  });
+  return { nodes, out };
+}
+
+function ifNode(
+  name: string,
+  outputs: string[],
+  then: { name: string; nodes: NodeProto[] },
+  thenOutputs: string[],
+  otherwise: { name: string; nodes: NodeProto[] },
+  elseOutputs: string[],
+): NodeProto {
+  const graph = (b: { name: string; nodes: NodeProto[] }, out: string[]) =>
+    onnx.AttributeProto.create({
+      name: b === then ? "then_branch" : "else_branch",
+      type: AttrType.GRAPH,
+      g: onnx.GraphProto.create({
+        name: b.name,
+        node: b.nodes,
+        output: out.map((o) => onnx.ValueInfoProto.create({ name: o })),
+      }),
+    });
+  return onnx.NodeProto.create({
+    opType: "If",
+    name,
+    input: [SPLIT_INPUT],
+    output: outputs,
+    attribute: [graph(then, thenOutputs), graph(otherwise, elseOutputs)],
+  });
+}
+
+/** An LCG's values in [-1, 1): the check's past (any finite numbers will do). */
+function noise(length: number, seed: number): Float32Array {
+  const out = new Float32Array(length);
+  let s = seed >>> 0;
+  for (let i = 0; i < length; i++) {
+    s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
+    out[i] = s / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+/** Past lengths the load check tries: the small ones (each remainder by 4 of K + 1), and longer ones. */
+const CHECKED_PAST_LENGTHS = [2, 4, 6, 8, 10, 36, 130];
+
+/**
+ * Whether a one-token pass gives the same outputs, bit for bit, through the split as through the
+ * file's nodes, at each of CHECKED_PAST_LENGTHS columns of past (random numbers): run at load on
+ * a graph served with `plan`. Its presents are not compared (the split does not make them).
+ */
+export async function splitIsExact(session: ort.InferenceSession, plan: SplitAttentionPlan): Promise<boolean> {
+  const presents = new Set(plan.values.map((s) => s.present));
+  const fetched = session.outputNames.filter((o) => !presents.has(o));
+  for (const K of CHECKED_PAST_LENGTHS) {
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const m of session.inputMetadata) {
+      if (!m.isTensor) return false;
+      const ones = (n: number, value: bigint) => new ort.Tensor("int64", new BigInt64Array(n).fill(value), [1, n]);
+      if (m.name === "input_ids") feeds[m.name] = ones(1, 1n);
+      else if (m.name === "attention_mask") feeds[m.name] = ones(K + 1, 1n);
+      else if (m.name === "position_ids") feeds[m.name] = ones(1, BigInt(K));
+      else if (isPastInput(m.name)) {
+        const [, heads, , dim] = m.shape;
+        if (typeof heads !== "number" || typeof dim !== "number") return false;
+        const values = noise(heads * K * dim, K * 7919 + Object.keys(feeds).length);
+        const dims = [1, heads, K, dim];
+        if (m.type === "float32") feeds[m.name] = new ort.Tensor("float32", values, dims);
+        else if (m.type === "float16") feeds[m.name] = new ort.Tensor("float16", toFloat16Array(values), dims);
+        else return false;
+      } else if (m.name !== SPLIT_INPUT) return false;
+    }
+    const run = (split: boolean) =>
+      session.run({ ...feeds, [SPLIT_INPUT]: new ort.Tensor("bool", Uint8Array.of(split ? 1 : 0), [1]) }, fetched);
+    const [file, split] = [await run(false), await run(true)];
+    for (const o of fetched) {
+      const a = file[o].data as ArrayLike<number>;
+      const b = split[o].data as ArrayLike<number>;
+      if (a.length !== b.length) return false;
+      for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+    }
+  }
+  return true;
+}
