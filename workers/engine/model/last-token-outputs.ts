@@ -335,8 +335,7 @@ export function modelWithWeightsByReference(
   renames: ReadonlyMap<string, string> = new Map(),
   split: SplitAttentionPlan | null = null,
 ): Buffer {
-  if (rowWise && (renames.size > 0 || split))
-    throw new Error("tensors are not renamed, nor attention split, inside row-wise quantization's branches");
+  if (rowWise && renames.size > 0) throw new Error("tensors are not renamed inside row-wise quantization's branches");
   const rows = rowWise ? new RowWiseGraph(rowWise) : null;
   const splitter = split ? new SplitAttentionGraph(split, renames) : null;
   const fd = openSync(file, "r");
@@ -400,7 +399,8 @@ export function modelWithWeightsByReference(
     }
     if (rows) {
       inGraph[GRAPH_NODE] = (_start, end) => {
-        for (const n of withSlicedHead(onnx.NodeProto.decode(range(r.pos, end)))) rows.node(n);
+        for (const n of withSlicedHead(onnx.NodeProto.decode(range(r.pos, end))))
+          for (const m of splitter ? splitter.replace(n) : [n]) rows.node(m);
         return Buffer.alloc(0);
       };
       inGraph[GRAPH_VALUE_INFO] = () => Buffer.alloc(0);

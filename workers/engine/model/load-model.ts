@@ -266,7 +266,6 @@ function additionsFor(graph: GraphOps, rowWise: boolean, split: boolean): GraphA
   return {
     lastTokenOf: presents,
     concatenated,
-    // Used where row-wise quantization is not (its branches hold the nodes the split rewrites).
     split: split && !columnAt ? splitAttentionPlan(graph, concatenated) : null,
     head: lastPositionHead(graph),
     columnAt,

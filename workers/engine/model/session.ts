@@ -68,7 +68,7 @@ export interface GraphAdditions {
   columnAt?: string | null;
   /** Row-wise activation quantization (./row-quantization.ts). */
   rowWise?: RowWisePlan | null;
-  /** Attention products split at the past/new boundary (./split-attention.ts); not with rowWise. */
+  /** Attention products split at the past/new boundary (./split-attention.ts), row-wise or not. */
   split?: SplitAttentionPlan | null;
 }
 
@@ -96,43 +96,48 @@ export async function createGraphSession(
         },
       },
     });
+  // The additions asked for, then fewer of them as onnxruntime refuses them.
+  const attempts: { rowWise: RowWisePlan | null; split: SplitAttentionPlan | null; refused: string }[] = [];
+  if (rowWise && split)
+    attempts.push({ rowWise, split, refused: "could not split the attention of the row-wise graph; trying without" });
+  if (rowWise)
+    // Served as before: one row per pass.
+    attempts.push({
+      rowWise,
+      split: null,
+      refused: "could not add row-wise quantization to the graph; its rows will run one per pass",
+    });
+  if (split)
+    attempts.push({
+      rowWise: null,
+      split,
+      refused: "could not split the graph's attention; decoding steps keep the cache's Concat",
+    });
+  if (lastTokenOf.length > 0 || head)
+    // Served as it is (each step then fetches the whole cache, each prompt all its logits): slower, never wrong.
+    attempts.push({
+      rowWise: null,
+      split: null,
+      refused:
+        "could not add the engine's outputs (last-token cache, last-position logits) to the graph; loading it unchanged",
+    });
   let session: ort.InferenceSession | undefined;
   let rowWiseLoaded = false;
-  if (rowWise) {
-    try {
-      session = await fromMemory(rowWise);
-      rowWiseLoaded = true;
-    } catch (err) {
-      // Served as before: one row per pass.
-      logger().warn({ err, file }, "could not add row-wise quantization to the graph; its rows will run one per pass");
-    }
-  }
   let splitLoaded: SplitAttentionPlan | null = null;
-  if (!session && split) {
+  for (const attempt of attempts) {
     try {
-      session = await fromMemory(null, split);
-      splitLoaded = split;
-      if (!(await splitIsExact(session, split))) {
-        // Kept (its Ifs cost microseconds), but every pass takes the file's own nodes.
-        splitLoaded = null;
-        logger().info({ file }, "split attention is not exact here; decoding steps keep the cache's Concat");
-      }
+      session = await fromMemory(attempt.rowWise, attempt.split);
+      rowWiseLoaded = attempt.rowWise !== null;
+      splitLoaded = attempt.split;
+      break;
     } catch (err) {
-      session = undefined;
-      splitLoaded = null;
-      logger().warn({ err, file }, "could not split the graph's attention; decoding steps keep the cache's Concat");
+      logger().warn({ err, file }, attempt.refused);
     }
   }
-  if (!session && (lastTokenOf.length > 0 || head)) {
-    try {
-      session = await fromMemory(null);
-    } catch (err) {
-      // Served as it is (each step then fetches the whole cache, each prompt all its logits): slower, never wrong.
-      logger().warn(
-        { err, file },
-        "could not add the engine's outputs (last-token cache, last-position logits) to the graph; loading it unchanged",
-      );
-    }
+  if (session && splitLoaded && !(await splitIsExact(session, splitLoaded))) {
+    // Kept (its Ifs cost microseconds), but every pass takes the file's own nodes.
+    splitLoaded = null;
+    logger().info({ file }, "split attention is not exact here; decoding steps keep the cache's Concat");
   }
   const unchanged = !session && (lastTokenOf.length > 0 || head !== null);
   session ??= await ort.InferenceSession.create(file, options);

@@ -3,15 +3,42 @@
 // not be exact (odd past, prompts, presents fetched) take the file's nodes; and the engine's
 // tokens and log-probabilities are the same with it as without it.
 import path from "node:path";
+import onnxProto from "onnx-proto";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engine } from "../engine";
 import { llamaDtypesDir, llamaLayoutDir, tinyModelDir } from "../testing/models";
 import { capacityFor } from "./layouts/rows-batch";
-import { concatenatedColumns, presentsToSlice } from "./last-token-outputs";
+import { concatenatedColumns, presentsToSlice, servedModel } from "./last-token-outputs";
 import { lastTokenOutput } from "./graph-signature";
 import { scanOnnxOps } from "./onnx-scan";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphSession, type OrtTensor } from "./session";
-import { splitAttentionPlan } from "./split-attention";
+import { rowWisePlan } from "./row-quantization";
+import { SPLIT_INPUT, splitAttentionPlan } from "./split-attention";
+
+const { onnx } = onnxProto;
+
+/** Where a ModelProto's first `graph` field (7) ends. */
+function firstGraphEnd(bytes: Buffer): number {
+  let pos = 0;
+  const varint = () => {
+    let value = 0;
+    for (let shift = 1; ; shift *= 128) {
+      const b = bytes[pos++];
+      value += (b & 0x7f) * shift;
+      if (b < 0x80) return value;
+    }
+  };
+  for (;;) {
+    const tag = varint();
+    const wire = tag % 8;
+    if (wire === 0) varint();
+    else if (wire === 2) {
+      const end = varint() + pos;
+      pos = end;
+      if (Math.floor(tag / 8) === 7) return end;
+    } else pos += wire === 1 ? 8 : 4;
+  }
+}
 
 const planOf = (file: string) => {
   const graph = scanOnnxOps(file);
@@ -89,6 +116,40 @@ describe("which graphs split their attention", () => {
     expect(planOf(path.join(await llamaLayoutDir("extra-inputs"), "onnx", "model.onnx"))).toBeNull();
   });
 
+  it.each([
+    ["fp32", "model.onnx", 2],
+    // Row-wise quantization's If holds every node twice (one row; several rows): the split in both.
+    ["q8 (row-wise)", "model_quantized.onnx", 4],
+  ])("%s: each planned product becomes an If, with the Concat only in its else branch", async (_name, name, ifs) => {
+    const file = path.join(await llamaDtypesDir(), "onnx", name);
+    const graph = scanOnnxOps(file);
+    const presents = presentsToSlice(graph);
+    const concatenated = concatenatedColumns(graph, presents);
+    const split = splitAttentionPlan(graph, concatenated)!;
+    const rowWise = name === "model_quantized.onnx" ? rowWisePlan(graph) : null;
+    const bytes = servedModel(file, presents, null, null, rowWise, concatenated, split);
+    // The served bytes carry the graph twice (the engine's outputs are appended as a second graph
+    // field, which onnxruntime merges): the first holds the nodes.
+    const model = onnx.ModelProto.decode(bytes.subarray(0, firstGraphEnd(bytes)));
+    // Every node of the served graph, branches included, with the If it sits in.
+    const found: { node: InstanceType<typeof onnx.NodeProto>; within: string }[] = [];
+    const walk = (g: InstanceType<typeof onnx.GraphProto>, within: string) => {
+      for (const n of g.node ?? []) {
+        found.push({ node: n as InstanceType<typeof onnx.NodeProto>, within });
+        for (const a of n.attribute ?? [])
+          if (a.g) walk(a.g as InstanceType<typeof onnx.GraphProto>, `${within}/${a.name}`);
+      }
+    };
+    walk(model.graph as InstanceType<typeof onnx.GraphProto>, "");
+    expect(found.length).toBeGreaterThan(20);
+    const splits = found.filter((f) => f.node.opType === "If" && f.node.input[0] === SPLIT_INPUT);
+    expect(splits).toHaveLength(ifs);
+    // The values' Concats: only in the split Ifs' else branches.
+    const valueConcats = found.filter((f) => f.node.opType === "Concat" && f.node.input[0]?.endsWith(".value"));
+    expect(valueConcats.length).toBe(ifs);
+    for (const c of valueConcats) expect(c.within.endsWith("/else_branch")).toBe(true);
+  });
+
   it("keeps the padded layout's capacity even, so that its one-token passes can split", () => {
     for (let longest = 0; longest <= 600; longest++) {
       expect(capacityFor(longest) % 2).toBe(0);
@@ -139,27 +200,37 @@ describe.each([
 });
 
 describe("the engine with split attention", () => {
-  it("samples the same tokens with the same log-probabilities as without it, 8 streams of different lengths", async () => {
-    const dir = await llamaDtypesDir();
-    const prompts = Array.from({ length: 8 }, (_, i) => "the river and the bridge ".repeat(1 + i).trim());
-    const run = async (splitAttention: boolean) => {
-      const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype: "fp32", splitAttention }) });
-      const m = await engine.load();
-      try {
-        const results = await Promise.all(
-          prompts.map((prompt, i) =>
-            engine.generate({ prompt, max_tokens: 24 + 3 * i, temperature: 0.9, seed: 7 + i, logprobs: 3 }),
-          ),
-        );
-        return { results, split: m.session.stats.splitPasses, passes: m.session.stats.forwardCalls };
-      } finally {
-        await engine.dispose();
-      }
-    };
-    const [withSplit, without] = [await run(true), await run(false)];
-    expect(without.split).toBe(0);
-    // Most decoding passes took the split (the capacity is even; a few passes are prompts).
-    expect(withSplit.split).toBeGreaterThan(withSplit.passes / 2);
-    expect(withSplit.results.map((r) => r.choices)).toEqual(without.results.map((r) => r.choices));
-  });
+  it.each(["fp32", "q8", "q4"] as const)(
+    "%s: samples the same tokens with the same log-probabilities as without it, 8 streams of different lengths",
+    async (dtype) => {
+      const dir = await llamaDtypesDir();
+      const prompts = Array.from({ length: 8 }, (_, i) => "the river and the bridge ".repeat(1 + i).trim());
+      const run = async (splitAttention: boolean) => {
+        const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype, splitAttention }) });
+        const m = await engine.load();
+        try {
+          const results = await Promise.all(
+            prompts.map((prompt, i) =>
+              engine.generate({ prompt, max_tokens: 24 + 3 * i, temperature: 0.9, seed: 7 + i, logprobs: 3 }),
+            ),
+          );
+          return {
+            results,
+            split: m.session.stats.splitPasses,
+            passes: m.session.stats.forwardCalls,
+            rowWise: m.session.rowWise,
+          };
+        } finally {
+          await engine.dispose();
+        }
+      };
+      const [withSplit, without] = [await run(true), await run(false)];
+      expect(without.split).toBe(0);
+      // q8 rows share passes through row-wise quantization, whose branches hold the split too.
+      expect(withSplit.rowWise).toBe(dtype === "q8");
+      // Most decoding passes took the split (the capacity is even; a few passes are prompts).
+      expect(withSplit.split).toBeGreaterThan(withSplit.passes / 2);
+      expect(withSplit.results.map((r) => r.choices)).toEqual(without.results.map((r) => r.choices));
+    },
+  );
 });

@@ -290,25 +290,38 @@ const CHECKED_PAST_LENGTHS = [2, 4, 6, 8, 10, 36, 130];
 
 /**
  * Whether a one-token pass gives the same outputs, bit for bit, through the split as through the
- * file's nodes, at each of CHECKED_PAST_LENGTHS columns of past (random numbers): run at load on
- * a graph served with `plan`. Its presents are not compared (the split does not make them).
+ * file's nodes, at each of CHECKED_PAST_LENGTHS columns of past (random numbers), with one row
+ * and with two (a row-wise quantized graph runs those through different branches): run at load
+ * on a graph served with `plan`. Its presents are not compared (the split does not make them).
  */
 export async function splitIsExact(session: ort.InferenceSession, plan: SplitAttentionPlan): Promise<boolean> {
+  try {
+    return await comparesEqual(session, plan);
+  } catch {
+    return false; // a check that cannot run (a graph refusing these feeds) proves nothing
+  }
+}
+
+async function comparesEqual(session: ort.InferenceSession, plan: SplitAttentionPlan): Promise<boolean> {
   const presents = new Set(plan.values.map((s) => s.present));
   const fetched = session.outputNames.filter((o) => !presents.has(o));
-  for (const K of CHECKED_PAST_LENGTHS) {
+  const ids = session.inputMetadata.find((m) => m.name === "input_ids");
+  const oneRow = ids?.isTensor && ids.shape[0] === 1; // a graph that pins its batch to one row
+  for (const [i, K] of CHECKED_PAST_LENGTHS.entries()) {
+    const rows = oneRow ? 1 : 1 + (i % 2);
     const feeds: Record<string, ort.Tensor> = {};
     for (const m of session.inputMetadata) {
       if (!m.isTensor) return false;
-      const ones = (n: number, value: bigint) => new ort.Tensor("int64", new BigInt64Array(n).fill(value), [1, n]);
-      if (m.name === "input_ids") feeds[m.name] = ones(1, 1n);
-      else if (m.name === "attention_mask") feeds[m.name] = ones(K + 1, 1n);
-      else if (m.name === "position_ids") feeds[m.name] = ones(1, BigInt(K));
+      const filled = (n: number, value: bigint) =>
+        new ort.Tensor("int64", new BigInt64Array(rows * n).fill(value), [rows, n]);
+      if (m.name === "input_ids") feeds[m.name] = filled(1, 1n);
+      else if (m.name === "attention_mask") feeds[m.name] = filled(K + 1, 1n);
+      else if (m.name === "position_ids") feeds[m.name] = filled(1, BigInt(K));
       else if (isPastInput(m.name)) {
         const [, heads, , dim] = m.shape;
         if (typeof heads !== "number" || typeof dim !== "number") return false;
-        const values = noise(heads * K * dim, K * 7919 + Object.keys(feeds).length);
-        const dims = [1, heads, K, dim];
+        const values = noise(rows * heads * K * dim, K * 7919 + Object.keys(feeds).length);
+        const dims = [rows, heads, K, dim];
         if (m.type === "float32") feeds[m.name] = new ort.Tensor("float32", values, dims);
         else if (m.type === "float16") feeds[m.name] = new ort.Tensor("float16", toFloat16Array(values), dims);
         else return false;
