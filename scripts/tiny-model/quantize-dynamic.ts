@@ -64,13 +64,19 @@ export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode, perCh
     return name;
   };
   /**
-   * A float initializer quantized once: [quantized, scale, zero point] names. Per tensor, or with
-   * `columns` one scale and zero point per column of a [K, N] matrix (quantize.py's --per_channel).
+   * A float initializer quantized once per way: [quantized, scale, zero point] names. Per tensor,
+   * or with `columns` one scale and zero point per column of a [K, N] matrix (quantize.py's
+   * --per_channel). A tied weight (the embeddings a Gather reads as uint8, also the head's int8
+   * MatMul weight) gets one copy per way; the first keeps the plain names.
    */
   const quantized = new Map<string, [string, string, string]>();
+  const quantizedNames = new Set<string>();
   const quantizeInit = (t: TensorProto, unsigned: boolean, columns = false) => {
-    let q = quantized.get(t.name);
+    const way = `${unsigned ? "uint8" : "int8"}${columns ? "_per_column" : ""}`;
+    let q = quantized.get(`${t.name}|${way}`);
     if (!q) {
+      const name = quantizedNames.has(t.name) ? `${t.name}_${way}` : t.name;
+      quantizedNames.add(t.name);
       const dims = (t.dims ?? []).map(Number);
       const w = floats(t);
       const [K, N] = columns ? dims : [1, w.length];
@@ -88,11 +94,11 @@ export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode, perCh
       }
       const paramDims = columns ? [N] : [];
       q = [
-        addInit(`${t.name}_quantized`, unsigned ? UINT8 : INT8, dims, values),
-        addInit(`${t.name}_scale`, FLOAT, paramDims, scales),
-        addInit(`${t.name}_zero_point`, unsigned ? UINT8 : INT8, paramDims, zeroPoints),
+        addInit(`${name}_quantized`, unsigned ? UINT8 : INT8, dims, values),
+        addInit(`${name}_scale`, FLOAT, paramDims, scales),
+        addInit(`${name}_zero_point`, unsigned ? UINT8 : INT8, paramDims, zeroPoints),
       ];
-      quantized.set(t.name, q);
+      quantized.set(`${t.name}|${way}`, q);
     }
     return q;
   };
@@ -144,7 +150,7 @@ export function quantizeDynamic(model: Uint8Array, mode: DynamicQuantMode, perCh
   const read = new Set(nodes.flatMap((n) => n.input));
   g.node = nodes;
   g.initializer = [
-    ...(g.initializer as TensorProto[]).filter((t) => read.has(t.name) || !quantized.has(t.name)),
+    ...(g.initializer as TensorProto[]).filter((t) => read.has(t.name) || !quantizedNames.has(t.name)),
     ...added,
   ];
   return onnx.ModelProto.encode(m).finish();
