@@ -145,7 +145,7 @@ export async function createGraphSession(
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
   const stats = { forwardCalls: 0, splitPasses: 0 };
   const hasSplitInput = session.inputNames.includes(SPLIT_INPUT);
-  const splitPresents = new Set(splitLoaded ? splitLoaded.values.map((x) => x.present) : []);
+  const splitPresents = new Set(splitLoaded ? [...splitLoaded.keys, ...splitLoaded.values].map((x) => x.present) : []);
   // The split where it is exact and its presents are not wanted: one token over an even past.
   const takesSplit = (feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>) =>
     splitLoaded !== null &&

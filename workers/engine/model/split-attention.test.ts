@@ -96,17 +96,27 @@ async function pass(s: GraphSession, rows: number, fed: number, past: number, fe
 }
 
 describe("which graphs split their attention", () => {
-  it("plans every layer's values of standard exports, with and without repeat_kv", async () => {
-    // GPT-2 (no grouping) and the llama (4 heads over 2 KV heads: Unsqueeze → Expand → Reshape).
+  it("plans every layer's keys and values of standard exports, with and without repeat_kv", async () => {
+    // GPT-2 (no grouping) and the llama (4 heads over 2 KV heads: Unsqueeze → Expand → Reshape),
+    // both scaling the scores by a constant after the keys' product.
     const gpt2 = planOf(path.join(await tinyModelDir(), "onnx", "model.onnx"));
     expect(gpt2?.values.map((v) => [v.present, v.repeat.length])).toEqual([
       ["present.0.value", 0],
       ["present.1.value", 0],
     ]);
+    expect(gpt2?.keys.map((k) => [k.present, k.repeat.length, k.scale?.op])).toEqual([
+      ["present.0.key", 0, "Mul"],
+      ["present.1.key", 0, "Mul"],
+    ]);
     const llama = planOf(path.join(await llamaDtypesDir(), "onnx", "model.onnx"));
+    const repeat = [":Unsqueeze", ":Expand", ":Reshape"];
     expect(llama?.values.map((v) => [v.present, v.repeat.map((r) => r.op)])).toEqual([
-      ["present.0.value", [":Unsqueeze", ":Expand", ":Reshape"]],
-      ["present.1.value", [":Unsqueeze", ":Expand", ":Reshape"]],
+      ["present.0.value", repeat],
+      ["present.1.value", repeat],
+    ]);
+    expect(llama?.keys.map((k) => [k.present, k.repeat.map((r) => r.op), k.scale?.op])).toEqual([
+      ["present.0.key", repeat, "Mul"],
+      ["present.1.key", repeat, "Mul"],
     ]);
   });
 
@@ -117,38 +127,43 @@ describe("which graphs split their attention", () => {
   });
 
   it.each([
-    ["fp32", "model.onnx", 2],
+    ["fp32", "model.onnx", 4],
     // Row-wise quantization's If holds every node twice (one row; several rows): the split in both.
-    ["q8 (row-wise)", "model_quantized.onnx", 4],
-  ])("%s: each planned product becomes an If, with the Concat only in its else branch", async (_name, name, ifs) => {
-    const file = path.join(await llamaDtypesDir(), "onnx", name);
-    const graph = scanOnnxOps(file);
-    const presents = presentsToSlice(graph);
-    const concatenated = concatenatedColumns(graph, presents);
-    const split = splitAttentionPlan(graph, concatenated)!;
-    const rowWise = name === "model_quantized.onnx" ? rowWisePlan(graph) : null;
-    const bytes = servedModel(file, presents, null, null, rowWise, concatenated, split);
-    // The served bytes carry the graph twice (the engine's outputs are appended as a second graph
-    // field, which onnxruntime merges): the first holds the nodes.
-    const model = onnx.ModelProto.decode(bytes.subarray(0, firstGraphEnd(bytes)));
-    // Every node of the served graph, branches included, with the If it sits in.
-    const found: { node: InstanceType<typeof onnx.NodeProto>; within: string }[] = [];
-    const walk = (g: InstanceType<typeof onnx.GraphProto>, within: string) => {
-      for (const n of g.node ?? []) {
-        found.push({ node: n as InstanceType<typeof onnx.NodeProto>, within });
-        for (const a of n.attribute ?? [])
-          if (a.g) walk(a.g as InstanceType<typeof onnx.GraphProto>, `${within}/${a.name}`);
-      }
-    };
-    walk(model.graph as InstanceType<typeof onnx.GraphProto>, "");
-    expect(found.length).toBeGreaterThan(20);
-    const splits = found.filter((f) => f.node.opType === "If" && f.node.input[0] === SPLIT_INPUT);
-    expect(splits).toHaveLength(ifs);
-    // The values' Concats: only in the split Ifs' else branches.
-    const valueConcats = found.filter((f) => f.node.opType === "Concat" && f.node.input[0]?.endsWith(".value"));
-    expect(valueConcats.length).toBe(ifs);
-    for (const c of valueConcats) expect(c.within.endsWith("/else_branch")).toBe(true);
-  });
+    ["q8 (row-wise)", "model_quantized.onnx", 8],
+  ])(
+    "%s: each planned product becomes an If, with the cache's Concat only in its else branch",
+    async (_name, name, ifs) => {
+      const file = path.join(await llamaDtypesDir(), "onnx", name);
+      const graph = scanOnnxOps(file);
+      const presents = presentsToSlice(graph);
+      const concatenated = concatenatedColumns(graph, presents);
+      const split = splitAttentionPlan(graph, concatenated)!;
+      const rowWise = name === "model_quantized.onnx" ? rowWisePlan(graph) : null;
+      const bytes = servedModel(file, presents, null, null, rowWise, concatenated, split);
+      // The served bytes carry the graph twice (the engine's outputs are appended as a second graph
+      // field, which onnxruntime merges): the first holds the nodes.
+      const model = onnx.ModelProto.decode(bytes.subarray(0, firstGraphEnd(bytes)));
+      // Every node of the served graph, branches included, with the If it sits in.
+      const found: { node: InstanceType<typeof onnx.NodeProto>; within: string }[] = [];
+      const walk = (g: InstanceType<typeof onnx.GraphProto>, within: string) => {
+        for (const n of g.node ?? []) {
+          found.push({ node: n as InstanceType<typeof onnx.NodeProto>, within });
+          for (const a of n.attribute ?? [])
+            if (a.g) walk(a.g as InstanceType<typeof onnx.GraphProto>, `${within}/${a.name}`);
+        }
+      };
+      walk(model.graph as InstanceType<typeof onnx.GraphProto>, "");
+      expect(found.length).toBeGreaterThan(20);
+      const splits = found.filter((f) => f.node.opType === "If" && f.node.input[0] === SPLIT_INPUT);
+      expect(splits).toHaveLength(ifs);
+      // The caches' Concats (keys and values): only in the split Ifs' else branches.
+      const cacheConcats = found.filter(
+        (f) => f.node.opType === "Concat" && f.node.input[0]?.startsWith("past_key_values."),
+      );
+      expect(cacheConcats.length).toBe(ifs);
+      for (const c of cacheConcats) expect(c.within.endsWith("/else_branch")).toBe(true);
+    },
+  );
 
   it("keeps the padded layout's capacity even, so that its one-token passes can split", () => {
     for (let longest = 0; longest <= 600; longest++) {

@@ -1,4 +1,4 @@
-// Decoding steps that attend over the cached values without copying them.
+// Decoding steps that attend over the cache without copying it.
 //
 // A standard export appends the fed token to the cache inside the graph: present = Concat(past,
 // new) along the sequence axis, then scores = q · keysᵀ and attended = probs · values. Those
@@ -7,22 +7,27 @@
 // (onnxruntime's profiler), growing with the context while the rest does not.
 //
 // For a one-token pass the engine never fetches the presents (it takes the new columns alone,
-// ./last-token-outputs.ts), so the values' copy is only there to feed one product. Here that
-// product is split at the past/new boundary instead:
-//   attended = probs[…, :K] · past + probs[…, K:] × new        (K = the past's length)
-// onnxruntime computes a one-row product (M = 1) with MLAS' M1 kernel, which sums K in groups of
-// four, then two, then one, each group's sum added to the total so far; with K even, the split's
-// last term is exactly the kernel's lone last term, so the product is bit for bit the file's
-// (measured over K = 2…300 on these machines; odd K differ in the last bits). The keys' product
-// is not split: onnxruntime fuses its scaling into it (FusedMatMul's alpha, another kernel), and
-// split it was not exact. So the split runs only where it is exact: one-token passes over an even
-// number of past columns (the padded layout's capacity is even) that fetch no present, chosen per
-// pass by an input of the engine's own (SPLIT_INPUT); every other pass (prompts, odd past lengths)
-// runs the file's own nodes. Each layer's values product (with grouped-query attention's
-// repeat_kv between the Concat and it) becomes an If on that input, the Concat moved into its else
-// branch. A load-time check (splitIsExact) compares both branches bit for bit at several past
-// lengths; a graph that fails it never takes the split (on another CPU whose kernels sum
-// otherwise, say). Graphs with a float16 cache are left as they are (see splitAttentionPlan).
+// ./last-token-outputs.ts), so the copies are only there to feed the two products. Here each is
+// split at the past/new boundary instead (K = the past's length):
+//   scores   = Concat(q · pastᵀ × scale, q · newᵀ × scale)       ([rows, heads, 1, K + 1]: small)
+//   attended = probs[…, :K] · past + probs[…, K:] × new
+// Both are bit for bit the file's, where they run:
+//  - scores: each is one dot product over the head dimension, whatever the columns around it,
+//    once onnxruntime fuses the scaling into the product (FusedMatMul's alpha) in both versions
+//    alike: so the scaling goes into the If with the product (measured equal for K = 1…300;
+//    an unscaled product takes the M1 kernel below, equal for even K);
+//  - attended: onnxruntime computes a one-row product (M = 1) with MLAS' M1 kernel, which sums K
+//    in groups of four, then two, then one, each group's sum added to the total so far; with K
+//    even, the split's last term is exactly the kernel's lone last term (measured over K =
+//    2…300; odd K differ in the last bits).
+// So the split runs only where it is exact: one-token passes over an even number of past columns
+// (the padded layout's capacity is even) that fetch no present, chosen per pass by an input of
+// the engine's own (SPLIT_INPUT); every other pass (prompts, odd past lengths) runs the file's
+// own nodes. Each layer's two products (with grouped-query attention's repeat_kv between the
+// Concat and them) become Ifs on that input, the Concats moved into their else branches. A
+// load-time check (splitIsExact) compares both branches bit for bit at several past lengths; a
+// graph that fails it never takes the split (on another CPU whose kernels sum otherwise, say).
+// Graphs with a float16 cache are left as they are (see splitAttentionPlan).
 import * as ort from "onnxruntime-node";
 import onnxProto from "onnx-proto";
 import { isPastInput } from "./graph-signature";
@@ -48,24 +53,46 @@ export interface ValueSplit {
   attended: string;
 }
 
+/**
+ * One layer's keys: Concat(past, columns) → [repeat] → Transpose(0, 1, 3, 2) → MatMul(query, ·)
+ * = scores, then the scores' scaling when the MatMul's only reader multiplies or divides them by
+ * a constant. That scaling goes into the If with the product: onnxruntime fuses the two
+ * (FusedMatMul's alpha, another kernel than a plain product's), and must fuse them alike in both
+ * branches; so fused, each score is the same dot product whatever the columns around it.
+ */
+export interface KeySplit {
+  present: string;
+  past: string;
+  columns: string;
+  repeat: ScannedNode[];
+  transposed: string;
+  query: string;
+  scores: string;
+  scale: { op: string; by: string; out: string } | null;
+}
+
 /** Ops of repeat_kv, which act on each position alone. */
 const REPEAT_OPS = new Set([":Unsqueeze", ":Expand", ":Reshape"]);
 
 export interface SplitAttentionPlan {
+  keys: KeySplit[];
   values: ValueSplit[];
   /** A past input: its sequence length is K, the columns the split's probs are cut at. */
   past: string;
 }
 
+const SCALE_OPS = new Set([":Mul", ":Div"]);
+
 /** What the graph may take besides the past for the split to be checked at load (splitIsExact). */
 const PLAIN_INPUTS = new Set(["input_ids", "attention_mask", "position_ids"]);
 
 /**
- * The values products to split, given the presents that are Concat(past, new columns)
- * (`concatenated`, present → columns: ./last-token-outputs.ts concatenatedColumns). A present
- * qualifies when the Concat feeds one node, the MatMul (as its second input), directly or through
- * a repeat_kv chain. Null when none does, the cache is not float32, or the graph takes inputs
- * other than input_ids, attention_mask, position_ids and the past.
+ * The products to split, given the presents that are Concat(past, new columns) (`concatenated`,
+ * present → columns: ./last-token-outputs.ts concatenatedColumns). A present qualifies when the
+ * Concat feeds one node, directly or through a repeat_kv chain: the values' MatMul (as its second
+ * input), or the keys' Transpose that feeds one MatMul (as its second input). Null when none
+ * does, the cache is not float32, or the graph takes inputs other than input_ids,
+ * attention_mask, position_ids and the past.
  */
 export function splitAttentionPlan(
   graph: GraphOps,
@@ -91,6 +118,10 @@ export function splitAttentionPlan(
     const r = onlyReader(t);
     return r && r.node.op === ":MatMul" && r.index === 1 ? r.node : null;
   };
+  // Initializers (read, never made, not inputs) and Constant nodes' outputs.
+  const madeBy = new Map(graph.nodes.flatMap((n) => n.outputs.map((o) => [o, n.op] as const)));
+  const constant = (t: string) => (madeBy.has(t) ? madeBy.get(t) === ":Constant" : !graph.inputs.includes(t));
+  const keys: KeySplit[] = [];
   const values: ValueSplit[] = [];
   for (const n of graph.nodes) {
     const [present] = n.outputs;
@@ -105,45 +136,75 @@ export function splitAttentionPlan(
       cache = r.node.outputs[0];
     }
     const product = secondOfMatMul(cache);
-    if (product)
+    if (product) {
       values.push({ present, past, columns, repeat, probs: product.inputs[0], attended: product.outputs[0] });
+      continue;
+    }
+    const t = onlyReader(cache)?.node;
+    const scoring = t?.op === ":Transpose" && t.perm?.join() === "0,1,3,2" ? secondOfMatMul(t.outputs[0]) : null;
+    if (!t || !scoring) continue;
+    const s = onlyReader(scoring.outputs[0]);
+    const by = s?.node.inputs[1];
+    const scaled = s && SCALE_OPS.has(s.node.op) && s.index === 0 && by && constant(by) ? s.node : null;
+    keys.push({
+      present,
+      past,
+      columns,
+      repeat,
+      transposed: t.outputs[0],
+      query: scoring.inputs[0],
+      scores: scoring.outputs[0],
+      scale: scaled ? { op: scaled.op.slice(1), by: by!, out: scaled.outputs[0] } : null,
+    });
   }
-  if (values.length === 0) return null;
-  return { values, past: values[0].past };
+  if (values.length === 0 && keys.length === 0) return null;
+  return { keys, values, past: (values[0] ?? keys[0]).past };
 }
 
 /**
  * Rewrites the graph's nodes for `plan` as they stream by (./last-token-outputs.ts
- * modelWithWeightsByReference): the planned Concats and repeats go, each planned MatMul becomes
- * an If on SPLIT_INPUT. Names are the served graph's (after `renames`).
+ * modelWithWeightsByReference): the planned Concats, repeats, Transposes and scalings go, each
+ * planned MatMul becomes an If on SPLIT_INPUT. Names are the served graph's (after `renames`).
  */
 export class SplitAttentionGraph {
-  /** First outputs of the nodes that go: the planned Concats (presents) and repeats. */
+  /** First outputs of the nodes that go: the planned Concats (presents), repeats, Transposes, scalings. */
   private readonly dropped = new Set<string>();
-  private readonly repeats = new Set<string>();
+  /** Tensors no longer made at the top level. */
+  private readonly gone_ = new Set<string>();
   private readonly values = new Map<string, ValueSplit>();
+  private readonly keys = new Map<string, KeySplit>();
   private preludeDone = false;
 
   constructor(
     private readonly plan: SplitAttentionPlan,
     renames: ReadonlyMap<string, string>,
   ) {
-    for (const v of plan.values) {
-      this.dropped.add(v.present);
-      this.values.set(v.attended, { ...v, columns: renames.get(v.columns) ?? v.columns });
-      for (const r of v.repeat) {
+    for (const v of plan.values) this.values.set(v.attended, { ...v, columns: renames.get(v.columns) ?? v.columns });
+    for (const k of plan.keys) {
+      this.keys.set(k.scores, { ...k, columns: renames.get(k.columns) ?? k.columns });
+      // The Transpose, and the scaling (its output now the If's), go with the Concat.
+      this.gone_.add(k.transposed);
+      this.dropped.add(k.transposed);
+      if (k.scale) {
+        this.dropped.add(k.scale.out);
+        this.gone_.add(k.scores);
+      }
+    }
+    for (const x of [...plan.values, ...plan.keys]) {
+      this.dropped.add(x.present);
+      for (const r of x.repeat) {
         this.dropped.add(r.outputs[0]);
-        this.repeats.add(r.outputs[0]);
+        this.gone_.add(r.outputs[0]);
       }
     }
   }
 
   /**
-   * Tensors no longer made at the top level (the repeats' outputs: their value_info, shape
-   * hints, must go); the presents now come from the Ifs.
+   * Tensors no longer made at the top level (repeats', Transposes' and scaled products' outputs:
+   * their value_info, shape hints, must go); the presents and scores now come from the Ifs.
    */
   gone(tensor: string): boolean {
-    return this.repeats.has(tensor);
+    return this.gone_.has(tensor);
   }
 
   /** What replaces node `n` (by its first output). */
@@ -151,18 +212,55 @@ export class SplitAttentionGraph {
     const [out] = n.output;
     if (this.dropped.has(out)) return [];
     const value = this.values.get(out);
-    if (!value) return [n];
+    const key = this.keys.get(out);
+    if (!value && !key) return [n];
     const prelude = this.preludeDone ? [] : this.prelude();
     this.preludeDone = true;
-    return [...prelude, this.valueIf(value)];
+    return [...prelude, value ? this.valueIf(value) : this.keyIf(key!)];
   }
 
-  /** K (as a 1-D tensor): the past's sequence length, read by the value branches. */
+  /** K (as a 1-D tensor): the past's sequence length, read by the values' branches. */
   private prelude(): NodeProto[] {
     return [
       node("Shape", [this.plan.past], [`${P}past_shape`]),
       node("Slice", [`${P}past_shape`, `${P}two`, `${P}three`], [PAST_LENGTH]),
     ];
+  }
+
+  private keyIf(k: KeySplit): NodeProto {
+    const p = `${P}${k.scores}/`;
+    const [past, columns, whole] = [
+      repeated(k.repeat, k.past, `${p}past_r`),
+      repeated(k.repeat, k.columns, `${p}new_r`),
+      repeated(k.repeat, `${p}whole`, `${p}whole_r`),
+    ];
+    const perm = [ints("perm", [0, 1, 3, 2])];
+    // query · keysᵀ, then the scaling when there is one, into `out`.
+    const scores = (keys: string, out: string) =>
+      k.scale
+        ? [
+            node("Transpose", [keys], [`${out}/t`], perm),
+            node("MatMul", [k.query, `${out}/t`], [`${out}/unscaled`]),
+            node(k.scale.op, [`${out}/unscaled`, k.scale.by], [out]),
+          ]
+        : [node("Transpose", [keys], [`${out}/t`], perm), node("MatMul", [k.query, `${out}/t`], [out])];
+    const split = branch(`${p}split`, [
+      ...past.nodes,
+      ...columns.nodes,
+      ...scores(past.out, `${p}past_scores`),
+      ...scores(columns.out, `${p}new_scores`),
+      node("Concat", [`${p}past_scores`, `${p}new_scores`], [`${p}scores`], [int("axis", -1)]),
+      node("Identity", [k.columns], [`${p}present`]),
+    ]);
+    const file = branch(`${p}file`, [
+      node("Concat", [k.past, k.columns], [`${p}whole`], [int("axis", 2)]),
+      ...whole.nodes,
+      ...scores(whole.out, `${p}whole_scores`),
+    ]);
+    return ifNode(`${p}if`, [k.scale?.out ?? k.scores, k.present], split, [`${p}scores`, `${p}present`], file, [
+      `${p}whole_scores`,
+      `${p}whole`,
+    ]);
   }
 
   private valueIf(v: ValueSplit): NodeProto {
@@ -223,6 +321,8 @@ function node(opType: string, input: string[], output: string[], attribute: Attr
 }
 type Attr = InstanceType<typeof onnx.AttributeProto>;
 const int = (name: string, i: number) => onnx.AttributeProto.create({ name, type: AttrType.INT, i });
+const ints = (name: string, values: number[]) =>
+  onnx.AttributeProto.create({ name, type: AttrType.INTS, ints: values });
 
 const branch = (name: string, nodes: NodeProto[]) => ({ name, nodes });
 
@@ -306,7 +406,7 @@ export async function splitIsExact(session: ort.InferenceSession, plan: SplitAtt
 }
 
 async function comparesEqual(session: ort.InferenceSession, plan: SplitAttentionPlan): Promise<boolean> {
-  const presents = new Set(plan.values.map((s) => s.present));
+  const presents = new Set([...plan.keys, ...plan.values].map((s) => s.present));
   const fetched = session.outputNames.filter((o) => !presents.has(o));
   const ids = session.inputMetadata.find((m) => m.name === "input_ids");
   const oneRow = ids?.isTensor && ids.shape[0] === 1; // a graph that pins its batch to one row
