@@ -10,7 +10,7 @@ import { llamaDtypesDir, llamaLayoutDir, tinyModelDir } from "../testing/models"
 import { capacityFor } from "./layouts/rows-batch";
 import { concatenatedColumns, presentsToSlice, servedModel } from "./last-token-outputs";
 import { lastTokenOutput } from "./graph-signature";
-import { scanOnnxOps } from "./onnx-scan";
+import { scanOnnxOps, type GraphOps, type ScannedNode } from "./onnx-scan";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphSession, type OrtTensor } from "./session";
 import { rowWisePlan } from "./row-quantization";
 import { SPLIT_INPUT, splitAttentionPlan } from "./split-attention";
@@ -118,6 +118,29 @@ describe("which graphs split their attention", () => {
       ["present.0.key", repeat, "Mul"],
       ["present.1.key", repeat, "Mul"],
     ]);
+  });
+
+  it("splits no keys whose query is scaled before the product (onnxruntime fuses that into the file's product)", () => {
+    const graphOf = (prescaled: boolean): GraphOps => {
+      const nodes: ScannedNode[] = [
+        { op: ":Concat", inputs: ["past_key_values.0.key", "k"], outputs: ["present.0.key"], axis: 2 },
+        { op: ":Transpose", inputs: ["present.0.key"], outputs: ["kt"], perm: [0, 1, 3, 2] },
+        ...(prescaled ? [{ op: ":Mul", inputs: ["q", "scale"], outputs: ["qs"] }] : []),
+        { op: ":MatMul", inputs: [prescaled ? "qs" : "q", "kt"], outputs: ["scores"] },
+      ];
+      return {
+        ops: new Set(nodes.map((n) => n.op)),
+        inputs: ["input_ids", "attention_mask", "past_key_values.0.key"],
+        outputs: ["logits", "present.0.key"],
+        inputTypes: new Map([["past_key_values.0.key", 1]]),
+        opset: 17,
+        nodes,
+        weightBits: new Set(),
+      };
+    };
+    const columns = new Map([["present.0.key", "k"]]);
+    expect(splitAttentionPlan(graphOf(false), columns)?.keys.map((k) => k.query)).toEqual(["q"]);
+    expect(splitAttentionPlan(graphOf(true), columns)).toBeNull();
   });
 
   it("leaves GroupQueryAttention graphs, float16 caches and graphs with other inputs as they are", async () => {

@@ -119,8 +119,8 @@ export function splitAttentionPlan(
     return r && r.node.op === ":MatMul" && r.index === 1 ? r.node : null;
   };
   // Initializers (read, never made, not inputs) and Constant nodes' outputs.
-  const madeBy = new Map(graph.nodes.flatMap((n) => n.outputs.map((o) => [o, n.op] as const)));
-  const constant = (t: string) => (madeBy.has(t) ? madeBy.get(t) === ":Constant" : !graph.inputs.includes(t));
+  const producer = new Map(graph.nodes.flatMap((n) => n.outputs.map((o) => [o, n] as const)));
+  const constant = (t: string) => (producer.has(t) ? producer.get(t)!.op === ":Constant" : !graph.inputs.includes(t));
   const keys: KeySplit[] = [];
   const values: ValueSplit[] = [];
   for (const n of graph.nodes) {
@@ -143,6 +143,11 @@ export function splitAttentionPlan(
     const t = onlyReader(cache)?.node;
     const scoring = t?.op === ":Transpose" && t.perm?.join() === "0,1,3,2" ? secondOfMatMul(t.outputs[0]) : null;
     if (!t || !scoring) continue;
+    // A query scaled by a constant before the product: onnxruntime fuses that scaling into the
+    // file's product (FusedMatMul's alpha) but could not into the If's, whose numbers would then
+    // differ from the file's in both branches alike (the load check would not see it).
+    const q = producer.get(scoring.inputs[0]);
+    if (q && SCALE_OPS.has(q.op) && q.inputs.some((i) => i && constant(i))) continue;
     const s = onlyReader(scoring.outputs[0]);
     const by = s?.node.inputs[1];
     const scaled = s && SCALE_OPS.has(s.node.op) && s.index === 0 && by && constant(by) ? s.node : null;
