@@ -23,8 +23,13 @@ test("the playground saves a completion to a pipeline; the preview shows its gen
   await page.goto(`/pipelines/${pipelineId}`);
   const rows = page.getByTestId("samples-table").locator("tbody tr");
   await expect(rows).toHaveCount(1);
-  await rows.first().click();
   const panel = page.getByTestId("sample-panel");
+  // The rows come in the server's HTML, before the page hydrates: a click that early opens
+  // nothing (CI saw it once, this spec running first on a cold app). Click until the panel opens.
+  await expect(async () => {
+    await rows.first().click();
+    await expect(panel).toBeVisible({ timeout: 1_000 });
+  }).toPass({ timeout: 20_000 });
   await expect(panel.locator('[data-role="user"]')).toContainText("The harbour at dawn");
   await expect(panel.locator('[data-role="assistant"]')).toContainText(completion!.trim());
   const facts = panel.getByTestId("sample-generation");
