@@ -175,7 +175,7 @@ export class SplitAttentionGraph {
   /** First outputs of the nodes that go: the planned Concats (presents), repeats, Transposes, scalings. */
   private readonly dropped = new Set<string>();
   /** Tensors no longer made at the top level. */
-  private readonly gone_ = new Set<string>();
+  private readonly vanished = new Set<string>();
   private readonly values = new Map<string, ValueSplit>();
   private readonly keys = new Map<string, KeySplit>();
   private preludeDone = false;
@@ -188,18 +188,18 @@ export class SplitAttentionGraph {
     for (const k of plan.keys) {
       this.keys.set(k.scores, { ...k, columns: renames.get(k.columns) ?? k.columns });
       // The Transpose, and the scaling (its output now the If's), go with the Concat.
-      this.gone_.add(k.transposed);
+      this.vanished.add(k.transposed);
       this.dropped.add(k.transposed);
       if (k.scale) {
         this.dropped.add(k.scale.out);
-        this.gone_.add(k.scores);
+        this.vanished.add(k.scores);
       }
     }
     for (const x of [...plan.values, ...plan.keys]) {
       this.dropped.add(x.present);
       for (const r of x.repeat) {
         this.dropped.add(r.outputs[0]);
-        this.gone_.add(r.outputs[0]);
+        this.vanished.add(r.outputs[0]);
       }
     }
   }
@@ -209,7 +209,7 @@ export class SplitAttentionGraph {
    * their value_info, shape hints, must go); the presents and scores now come from the Ifs.
    */
   gone(tensor: string): boolean {
-    return this.gone_.has(tensor);
+    return this.vanished.has(tensor);
   }
 
   /** What replaces node `n` (by its first output). */
@@ -234,11 +234,7 @@ export class SplitAttentionGraph {
 
   private keyIf(k: KeySplit): NodeProto {
     const p = `${P}${k.scores}/`;
-    const [past, columns, whole] = [
-      repeated(k.repeat, k.past, `${p}past_r`),
-      repeated(k.repeat, k.columns, `${p}new_r`),
-      repeated(k.repeat, `${p}whole`, `${p}whole_r`),
-    ];
+    const { past, columns, whole } = repeats(k, p);
     const perm = [ints("perm", [0, 1, 3, 2])];
     // query · keysᵀ, then the scaling when there is one, into `out`.
     const scores = (keys: string, out: string) =>
@@ -270,11 +266,7 @@ export class SplitAttentionGraph {
 
   private valueIf(v: ValueSplit): NodeProto {
     const p = `${P}${v.attended}/`;
-    const [past, columns, whole] = [
-      repeated(v.repeat, v.past, `${p}past_r`),
-      repeated(v.repeat, v.columns, `${p}new_r`),
-      repeated(v.repeat, `${p}whole`, `${p}whole_r`),
-    ];
+    const { past, columns, whole } = repeats(v, p);
     const split = branch(`${p}split`, [
       ...past.nodes,
       ...columns.nodes,
@@ -330,6 +322,18 @@ const ints = (name: string, values: number[]) =>
   onnx.AttributeProto.create({ name, type: AttrType.INTS, ints: values });
 
 const branch = (name: string, nodes: NodeProto[]) => ({ name, nodes });
+
+/**
+ * A layer's repeat chain applied to its past, to its new columns, and to their Concat (`${p}whole`,
+ * the file branch's), each under its own names.
+ */
+function repeats(x: KeySplit | ValueSplit, p: string) {
+  return {
+    past: repeated(x.repeat, x.past, `${p}past_r`),
+    columns: repeated(x.repeat, x.columns, `${p}new_r`),
+    whole: repeated(x.repeat, `${p}whole`, `${p}whole_r`),
+  };
+}
 
 /** The repeat chain's nodes applied to `from` (their other inputs as in the file), names under `prefix`. */
 function repeated(chain: readonly ScannedNode[], from: string, prefix: string): { nodes: NodeProto[]; out: string } {
