@@ -108,6 +108,76 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
   return { id, logprob: logprobOf(id), top };
 }
 
+/**
+ * Whether a draw with these params can take the vocabulary's exps from onnxruntime
+ * (../sampling-exps.ts, drawFromExps): a temperature above 0, no truncation (top_k, tfs, top_p)
+ * and no logprobs. The others keep sampleToken's own passes.
+ */
+export function drawsFromExps(p: SamplingParams, vocab: number): boolean {
+  return p.temperature > 0 && !p.logprobs && !((p.topK !== undefined && p.topK < vocab) || p.tfs < 1 || p.topP < 1);
+}
+
+/**
+ * sampleToken for params that drawsFromExps accepts, over `exps[i] = exp(raw[i] / T − max)` as
+ * computed for the row (../sampling-exps.ts): the few tokens that bias, bans and the repetition
+ * penalty touch are recomputed from their raw logits (processInto's order), the exps are summed
+ * in float64, and one draw of the PRNG picks the token as sampleToken's draw does. null when a
+ * touched token would dwarf the row's max (a bias that lifts a token far above every other):
+ * sampleToken then takes it. `exps` is read, and left as it was.
+ */
+export function drawFromExps(
+  raw: Float32Array,
+  exps: Float32Array,
+  max: number,
+  p: SamplingParams,
+  ctx: SampleContext,
+): SampleResult | null {
+  if (!Number.isFinite(max)) return null;
+  const n = raw.length;
+  const T = p.temperature;
+  const penalty = p.repetitionPenalty;
+  const banned = new Set<number>();
+  for (const list of ctx.banned) for (const id of list) if (id < n) banned.add(id);
+  const seen = penalty !== 1 ? new Set(ctx.seen) : null;
+  const touched = new Set<number>(banned);
+  for (const id of p.bias.keys()) if (id < n) touched.add(id);
+  if (seen) for (const id of seen) if (id < n) touched.add(id);
+  // The touched tokens' exps, patched in and put back after the draw.
+  const saved: [number, number][] = [];
+  for (const id of touched) {
+    let v = raw[id];
+    const b = p.bias.get(id);
+    if (b !== undefined) v = b <= -100 ? -Infinity : v + b;
+    if (banned.has(id)) v = -Infinity;
+    if (seen?.has(id) && v !== -Infinity) v = v > 0 ? v / penalty : v * penalty;
+    const x = Math.fround(v / T) - max;
+    if (x > 64) {
+      for (const [i, e] of saved) exps[i] = e;
+      return null;
+    }
+    saved.push([id, exps[id]]);
+    exps[id] = x === -Infinity ? 0 : Math.exp(x);
+  }
+  let total = 0;
+  for (let i = 0; i < n; i++) total += exps[i];
+  if (total < 1e-20) {
+    // The row's max was a token now banned or lowered, and the rest lie so far below it that
+    // float32 exps lose their precision (or every token is banned): sampleToken takes it, from
+    // its own max.
+    for (const [i, e] of saved) exps[i] = e;
+    return null;
+  }
+  let id = 0;
+  let u = ctx.prng.next() * total;
+  for (let i = 0; i < n; i++) {
+    if (exps[i] === 0) continue;
+    id = i;
+    if ((u -= exps[i]) < 0) break;
+  }
+  for (const [i, e] of saved) exps[i] = e;
+  return { id, logprob: NaN, top: null };
+}
+
 function topN(l: Float32Array, n: number): number[] {
   const best: number[] = [];
   for (let i = 0; i < l.length; i++) {

@@ -21,6 +21,7 @@
 // ENGINE_TRACE=<file> traces each pass (./trace.ts).
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
 import { BadWordsGuard } from "./bad-words";
+import { logger } from "@/lib/observe/log";
 import { EngineError } from "./errors";
 import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
@@ -29,7 +30,8 @@ import type { DecodeBatch, PrefillState } from "./model/layouts/layout";
 import type { LoadedModel } from "./model/load-model";
 import { createPrng, randomSeed } from "./prng";
 import type { RequestPlan } from "./request-plan";
-import { sampleToken } from "./sampler";
+import { drawFromExps, drawsFromExps, sampleToken } from "./sampler";
+import { SamplingExps, type RowExps } from "./sampling-exps";
 import { Sequence } from "./sequence";
 import { tokenTable } from "./token-table";
 import { flushTrace, trace, tracing } from "./trace";
@@ -57,6 +59,11 @@ export interface SchedulerOptions {
    * Default: no limit (the engine sets one from the memory left, see Engine).
    */
   kvBudgetBytes?: number;
+  /**
+   * Whether draws at a temperature take the vocabulary's exponentials from onnxruntime
+   * (./sampling-exps.ts; default true). false: the sampler computes them itself, as before.
+   */
+  samplingExps?: boolean;
 }
 
 interface Row {
@@ -93,6 +100,9 @@ export class Scheduler {
   private readonly kvBytesPerToken: number;
   /** Recurrent state bytes one row holds, whatever its length (hybrid models). */
   private readonly stateBytesPerRow: number;
+  private useExps: boolean;
+  /** The exps session, created by the first draw that takes it. */
+  private exps: Promise<SamplingExps> | null = null;
 
   constructor(
     readonly model: LoadedModel,
@@ -103,6 +113,7 @@ export class Scheduler {
     this.prefillChunk = model.info.chunkedPrefill ? (opts.prefillChunk ?? 128) : Infinity;
     this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
+    this.useExps = opts.samplingExps ?? true;
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
     // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
@@ -141,6 +152,8 @@ export class Scheduler {
    */
   close(): void {
     this.closed = true;
+    void this.exps?.then((e) => e.dispose()).catch(() => undefined);
+    this.exps = null;
     if (this.releaseTimer) clearTimeout(this.releaseTimer);
     this.releaseTimer = null;
     this.batch = null;
@@ -410,8 +423,10 @@ export class Scheduler {
     job.prefilled = end;
     if (end < ids.length) return;
 
+    const [pre] = await this.expsFor([{ job, logits }]);
+    if (job.cancelled) return;
     this.prefilling = null;
-    for (const seq of job.sequences) this.sampleInto(seq, job, logits);
+    for (const seq of job.sequences) this.sampleInto(seq, job, logits, pre);
     const times = this.times.get(job);
     if (times) {
       const queuedMs = +(times.admitted - times.submitted).toFixed(2);
@@ -451,24 +466,55 @@ export class Scheduler {
     const touched = new Set<GenerationJob>();
     // In join order (slots are not), so each request's events come in the order they always did.
     const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);
+    const pre = await this.expsFor(rows.map((r, i) => ({ job: r.job, logits: logits[i] })));
     for (const i of order) {
       const r = rows[i];
       if (r.job.cancelled || r.seq.finished) continue;
-      this.sampleInto(r.seq, r.job, logits[i]);
+      this.sampleInto(r.seq, r.job, logits[i], pre[i]);
       touched.add(r.job);
     }
     for (const job of touched) this.settle(job);
     return prefilled;
   }
 
-  private sampleInto(seq: Sequence, job: GenerationJob, logits: Float32Array) {
-    const sample = sampleToken(logits, job.plan.sampling, {
+  /**
+   * The exps of the rows whose draws take them (drawsFromExps), in one run of the exps session;
+   * undefined for the others.
+   */
+  private async expsFor(rows: { job: GenerationJob; logits: Float32Array }[]): Promise<(RowExps | undefined)[]> {
+    const out: (RowExps | undefined)[] = rows.map(() => undefined);
+    if (!this.useExps || rows.length === 0) return out;
+    const V = rows[0].logits.length;
+    const taking = rows.flatMap((r, i) =>
+      !r.job.cancelled && !r.job.done && drawsFromExps(r.job.plan.sampling, V) ? [i] : [],
+    );
+    if (taking.length === 0) return out;
+    try {
+      this.exps ??= SamplingExps.create();
+      const exps = await (
+        await this.exps
+      ).compute(
+        taking.map((i) => rows[i].logits),
+        taking.map((i) => rows[i].job.plan.sampling.temperature),
+      );
+      taking.forEach((i, k) => (out[i] = exps[k]));
+    } catch (err) {
+      // The sampler computes them itself from now on: slower, the same draws' distribution.
+      this.useExps = false;
+      logger().warn({ err }, "sampling exps session failed; the sampler computes the exps itself");
+    }
+    return out;
+  }
+
+  private sampleInto(seq: Sequence, job: GenerationJob, logits: Float32Array, pre?: RowExps) {
+    const ctx = {
       prng: seq.prng,
       seen: seq.seen,
       banned: seq.bannedNext(),
       fallbackToken: this.model.info.eosTokenIds[0] ?? 0,
-    });
-    seq.accept(sample);
+    };
+    const p = job.plan.sampling;
+    seq.accept((pre && drawFromExps(logits, pre.exps, pre.max, p, ctx)) ?? sampleToken(logits, p, ctx));
   }
 
   /** Ends a job's stream once all its sequences are finished. */
