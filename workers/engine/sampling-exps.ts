@@ -59,6 +59,9 @@ export interface RowExps {
 }
 
 export class SamplingExps {
+  /** Where rows that do not lie one after another are copied (kept for the next step). */
+  private scratch = new Float32Array(0);
+
   private constructor(private readonly session: ort.InferenceSession) {}
 
   static async create(settings: SessionSettings = {}): Promise<SamplingExps> {
@@ -73,7 +76,7 @@ export class SamplingExps {
     const V = rows[0].length;
     const B = rows.length;
     const out = await this.session.run({
-      logits: new ort.Tensor("float32", contiguous(rows), [B, V]),
+      logits: new ort.Tensor("float32", this.contiguous(rows), [B, V]),
       temperature: new ort.Tensor("float32", Float32Array.from(temperatures), [B, 1]),
     });
     const exps = out.exps.data as Float32Array;
@@ -84,17 +87,16 @@ export class SamplingExps {
   dispose() {
     return this.session.release();
   }
-}
 
-/** The rows as one [rows, vocab] array: a view when they already lie one after another. */
-function contiguous(rows: readonly Float32Array[]): Float32Array {
-  const V = rows[0].length;
-  const first = rows[0];
-  const adjacent = rows.every(
-    (r, i) => r.buffer === first.buffer && r.byteOffset === first.byteOffset + i * V * 4 && r.length === V,
-  );
-  if (adjacent) return new Float32Array(first.buffer, first.byteOffset, rows.length * V);
-  const all = new Float32Array(rows.length * V);
-  rows.forEach((r, i) => all.set(r, i * V));
-  return all;
+  /** The rows as one [rows, vocab] array: a view when they already lie one after another. */
+  private contiguous(rows: readonly Float32Array[]): Float32Array {
+    const V = rows[0].length;
+    const first = rows[0];
+    const adjacent = rows.every((r, i) => r.buffer === first.buffer && r.byteOffset === first.byteOffset + i * V * 4);
+    if (adjacent) return new Float32Array(first.buffer, first.byteOffset, rows.length * V);
+    if (this.scratch.length < rows.length * V) this.scratch = new Float32Array(rows.length * V);
+    const all = this.scratch.subarray(0, rows.length * V);
+    rows.forEach((r, i) => all.set(r, i * V));
+    return all;
+  }
 }
