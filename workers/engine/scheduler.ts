@@ -20,8 +20,8 @@
 // 3.0-4.4× (before: 58% and 5.6×, 29% and 11×). See docs/api.md, Fair sharing.
 // ENGINE_TRACE=<file> traces each pass (./trace.ts).
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
-import { BadWordsGuard } from "./bad-words";
 import { logger } from "@/lib/observe/log";
+import { BadWordsGuard } from "./bad-words";
 import { EngineError } from "./errors";
 import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
@@ -466,7 +466,9 @@ export class Scheduler {
     const touched = new Set<GenerationJob>();
     // In join order (slots are not), so each request's events come in the order they always did.
     const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);
-    const pre = await this.expsFor(rows.map((r, i) => ({ job: r.job, logits: logits[i] })));
+    const pre = await this.expsFor(
+      rows.map((r, i) => ({ job: r.job, logits: logits[i], done: r.seq.finished !== null })),
+    );
     for (const i of order) {
       const r = rows[i];
       if (r.job.cancelled || r.seq.finished) continue;
@@ -481,12 +483,14 @@ export class Scheduler {
    * The exps of the rows whose draws take them (drawsFromExps), in one run of the exps session;
    * undefined for the others.
    */
-  private async expsFor(rows: { job: GenerationJob; logits: Float32Array }[]): Promise<(RowExps | undefined)[]> {
+  private async expsFor(
+    rows: { job: GenerationJob; logits: Float32Array; done?: boolean }[],
+  ): Promise<(RowExps | undefined)[]> {
     const out: (RowExps | undefined)[] = rows.map(() => undefined);
     if (!this.useExps || rows.length === 0) return out;
     const V = rows[0].logits.length;
     const taking = rows.flatMap((r, i) =>
-      !r.job.cancelled && !r.job.done && drawsFromExps(r.job.plan.sampling, V) ? [i] : [],
+      !r.done && !r.job.cancelled && !r.job.done && drawsFromExps(r.job.plan.sampling, V) ? [i] : [],
     );
     if (taking.length === 0) return out;
     try {
