@@ -59,6 +59,17 @@ function processInto(raw: Float32Array, p: SamplingParams, ctx: SampleContext, o
   const T = p.temperature > 0 ? p.temperature : 1;
   if (T === 1) l.set(raw);
   else for (let i = 0; i < n; i++) l[i] = raw[i] / T;
+  for (const [id, v] of touchedLogits(raw, p, ctx)) l[id] = v / T;
+  return l;
+}
+
+/**
+ * The logits that bias, bans and the repetition penalty change, before the temperature: the
+ * token id → its value, recomputed from its raw logit in the documented order.
+ */
+function touchedLogits(raw: Float32Array, p: SamplingParams, ctx: SampleContext): Map<number, number> {
+  const n = raw.length;
+  const penalty = p.repetitionPenalty;
   const banned = new Set<number>();
   for (const list of ctx.banned) for (const id of list) if (id < n) banned.add(id);
   // CTRL-style penalty (as HF transformers, vLLM, TGI): divide positive logits, multiply negative ones.
@@ -66,15 +77,16 @@ function processInto(raw: Float32Array, p: SamplingParams, ctx: SampleContext, o
   const touched = new Set<number>(banned);
   for (const id of p.bias.keys()) if (id < n) touched.add(id);
   if (seen) for (const id of seen) if (id < n) touched.add(id);
+  const out = new Map<number, number>();
   for (const id of touched) {
     let v = raw[id];
     const b = p.bias.get(id);
     if (b !== undefined) v = b <= -100 ? -Infinity : v + b;
     if (banned.has(id)) v = -Infinity;
     if (seen?.has(id) && v !== -Infinity) v = v > 0 ? v / penalty : v * penalty;
-    l[id] = v / T;
+    out.set(id, v);
   }
-  return l;
+  return out;
 }
 
 let workBuffer = new Float32Array(0);
@@ -135,21 +147,9 @@ export function drawFromExps(
   if (!Number.isFinite(max)) return null;
   const n = raw.length;
   const T = p.temperature;
-  const penalty = p.repetitionPenalty;
-  const banned = new Set<number>();
-  for (const list of ctx.banned) for (const id of list) if (id < n) banned.add(id);
-  const seen = penalty !== 1 ? new Set(ctx.seen) : null;
-  const touched = new Set<number>(banned);
-  for (const id of p.bias.keys()) if (id < n) touched.add(id);
-  if (seen) for (const id of seen) if (id < n) touched.add(id);
   // The touched tokens' exps, patched in and put back after the draw.
   const saved: [number, number][] = [];
-  for (const id of touched) {
-    let v = raw[id];
-    const b = p.bias.get(id);
-    if (b !== undefined) v = b <= -100 ? -Infinity : v + b;
-    if (banned.has(id)) v = -Infinity;
-    if (seen?.has(id) && v !== -Infinity) v = v > 0 ? v / penalty : v * penalty;
+  for (const [id, v] of touchedLogits(raw, p, ctx)) {
     const x = Math.fround(v / T) - max;
     if (x > 64) {
       for (const [i, e] of saved) exps[i] = e;
