@@ -49,3 +49,27 @@ describe("greedy with chunked prefill", () => {
     expect(ours.ids).toEqual(ref.filter((id) => !m.info.eosTokenIds.includes(id)));
   });
 });
+
+describe("a graph that refuses a prompt chunk on top of a cache", () => {
+  // tiny-random-llama's graph builds its causal mask for a prompt from the start or for one token
+  // at a time (onnxruntime-genai's attn_mask_reformat): a chunk over a past fails in onnxruntime
+  // ("invalid expand shape"). Prompts longer than a chunk failed with it before the load probe.
+  it("runs each prompt in one pass, so a prompt longer than a chunk equals generate()", async () => {
+    const engine = new Engine({ models: [await llamaModelDir()] });
+    const m = await engine.load();
+    expect(m.info.chunkedPrefill).toBe(false);
+    expect(m.info.servingNotes).toContainEqual(expect.stringMatching(/refused a prompt chunk on top of a cache/));
+    const prompt = "Once upon a time there was a small village near a river. ".repeat(20);
+    expect(m.tokenizer.encode(prompt).length).toBeGreaterThan(128); // the default chunk
+    const ref = await referenceGreedy(m, prompt, 12);
+    const ours = await ourGreedy(engine, prompt, 12);
+    expect(ours.ids).toEqual(ref.filter((id) => !m.info.eosTokenIds.includes(id)));
+    await engine.dispose();
+  });
+
+  it("leaves graphs that take chunks chunking", async () => {
+    const engine = new Engine({ models: [await tinyModelDir()] });
+    expect((await engine.load()).info.chunkedPrefill).toBe(true);
+    await engine.dispose();
+  });
+});

@@ -12,7 +12,7 @@ import { downloadModel } from "./hub/download";
 import type { HubOptions } from "./hub/hub-config";
 import { createRunner } from "./layouts";
 import type { LayoutName, ModelRunner } from "./layouts/layout";
-import { statesCarryAcrossChunks } from "./layouts/state-rows";
+import { runsChunksOnCache, statesCarryAcrossChunks } from "./layouts/state-rows";
 import { chooseGraph, isLocalPath, readModelFolder } from "./model-folder";
 import {
   availableMemoryBytes,
@@ -41,8 +41,9 @@ export interface ModelInfo {
   chatTemplate: ChatTemplateSource;
   graph: GraphSignature;
   /**
-   * Whether a long prompt may be prefilled in chunks: always, unless the graph has recurrent states
-   * that its export does not carry from one chunk to the next (layouts/state-rows.ts, probed at load).
+   * Whether a long prompt may be prefilled in chunks: unless the graph refuses a chunk on top of a
+   * cache, or has recurrent states that its export does not carry from one chunk to the next
+   * (layouts/state-rows.ts: runsChunksOnCache, statesCarryAcrossChunks, probed at load).
    */
   chunkedPrefill: boolean;
   /**
@@ -200,7 +201,10 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       }
     }
     const runner = createRunner(sig, session, vocabSize);
-    const chunkedPrefill = sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
+    const chunksOnCache = await session.quietly(() => runsChunksOnCache(runner, vocabSize));
+    const statesCarry =
+      !chunksOnCache || sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
+    const chunkedPrefill = chunksOnCache && statesCarry;
     const servingNotes = [
       ...(aloneBecause ? [`Concurrent requests run one pass each: ${aloneBecause}.`] : []),
       ...(!aloneBecause && sig.batchOfOne
@@ -209,7 +213,14 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       ...(runner.layout === "exact-length" && !sig.positionIds && !aloneBecause && !sig.batchOfOne
         ? ["Only concurrent requests at equal lengths share a pass: the graph takes no position_ids."]
         : []),
-      ...(chunkedPrefill
+      ...(chunksOnCache
+        ? []
+        : [
+            "Each prompt runs in one pass, not in chunks, so a long prompt holds up the other requests while it " +
+              "runs: the graph refused a prompt chunk on top of a cache at load (its causal mask is built for a " +
+              "prompt from the start or for one token at a time).",
+          ]),
+      ...(statesCarry
         ? []
         : [
             "Each prompt runs in one pass, not in chunks, so a long prompt holds up the other requests while it " +

@@ -50,6 +50,11 @@ export interface GraphSession {
   run(feeds: Record<string, OrtTensor>, fetches: Record<string, OrtTensor | null>): Promise<Record<string, OrtTensor>>;
   /** Passes run, and of them those that took split attention. */
   readonly stats: { forwardCalls: number; splitPasses: number };
+  /**
+   * Runs `probe` with onnxruntime's error log silenced for its passes: a load-time probe whose
+   * passes may fail by design would otherwise print an error line at every load.
+   */
+  quietly<T>(probe: () => Promise<T>): Promise<T>;
   dispose(): Promise<void>;
 }
 
@@ -144,6 +149,7 @@ export async function createGraphSession(
   const meta = (m: ort.InferenceSession.ValueMetadata): ValueMeta =>
     m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: m.shape } : { name: m.name, isTensor: false };
   const stats = { forwardCalls: 0, splitPasses: 0 };
+  let quiet = 0;
   const hasSplitInput = session.inputNames.includes(SPLIT_INPUT);
   const splitPresents = new Set(splitLoaded ? [...splitLoaded.keys, ...splitLoaded.values].map((x) => x.present) : []);
   // The split where it is exact and its presents are not wanted: one token over an even past.
@@ -164,7 +170,16 @@ export async function createGraphSession(
       const split = takesSplit(feeds, fetches);
       if (split) stats.splitPasses++;
       const all = hasSplitInput ? { ...feeds, [SPLIT_INPUT]: boolTensor(split) } : feeds;
-      return (await session.run(all, fetches)) as Record<string, OrtTensor>;
+      // Severity 4: fatal only.
+      return (await session.run(all, fetches, quiet > 0 ? { logSeverityLevel: 4 } : {})) as Record<string, OrtTensor>;
+    },
+    async quietly(probe) {
+      quiet++;
+      try {
+        return await probe();
+      } finally {
+        quiet--;
+      }
     },
     dispose: () => session.release(),
   };

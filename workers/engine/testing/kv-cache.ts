@@ -79,6 +79,7 @@ export function fakeSession(run: GraphSession["run"]): GraphSession {
     unchanged: false,
     splitAttention: false,
     stats,
+    quietly: (probe) => probe(),
     dispose: async () => {},
     run: (feeds, fetches) => {
       stats.forwardCalls++;

@@ -61,6 +61,23 @@ export class StateRows {
 /** A prompt's first pass starts from zero states (as transformers.js' generate() does). */
 export const zeroStates = (entries: readonly StateEntry[]) => entries.map((s) => newKvArray(s.type, s.elems));
 
+/**
+ * Whether the graph runs a prompt chunk on top of a cache at all: some exports build their causal
+ * mask for either a prompt from the start or one token at a time (onnxruntime-genai's builder,
+ * `attn_mask_reformat` for MultiHeadAttention: a chunk of 2 over a past of 2 fails "invalid expand
+ * shape"). transformers.js' generate() never asks for that; the engine's chunked prefill does.
+ */
+export async function runsChunksOnCache(runner: ModelRunner, vocabSize: number): Promise<boolean> {
+  const ids = [1, 2, 3, 4].map((i) => (i * 7919 + 13) % vocabSize);
+  try {
+    const first = await runner.prefill(null, ids, 0, 2);
+    await runner.prefill(first.state, ids, 2, 4);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The probe's prompt: arbitrary ids, split in two chunks of PROBE_LENGTH / 2. */
 const PROBE_LENGTH = 16;
 
