@@ -59,6 +59,11 @@ const EnvSchema = z.object({
    */
   WORKER_KV_CACHE_MB: positiveInt.optional(),
   /**
+   * Finished prompts' caches each model keeps for requests with exactly the same prompt, in MiB
+   * (workers/engine/scheduler.ts, promptCacheBytes). 0: none.
+   */
+  WORKER_PROMPT_CACHE_MB: z.coerce.number().int().min(0).default(64),
+  /**
    * Whether q8/int8/uint8 models batch their rows (their activations quantized row by row, the
    * weights kept twice in memory: workers/engine/model/row-quantization.ts). `off`: one pass per row.
    */

@@ -33,6 +33,7 @@ async function main(): Promise<void> {
   const engine = new Engine({
     models: [],
     ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
+    promptCacheBytes: e.WORKER_PROMPT_CACHE_MB * 2 ** 20,
     loadOptions: (_id, dtype) => ({
       dtype,
       rowWiseQuantization: e.WORKER_ROW_QUANTIZATION === "on",

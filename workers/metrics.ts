@@ -9,7 +9,7 @@ import type { Engine } from "./engine/engine";
 export function workerMetrics(engine: Engine): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const sum = async (field: "queued" | "running" | "kvBytes") =>
+  const sum = async (field: "queued" | "running" | "kvBytes" | "promptCacheBytes" | "promptCacheHits") =>
     (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
   new Gauge({
     name: "lmp_engine_queue_depth",
@@ -33,6 +33,22 @@ export function workerMetrics(engine: Engine): Registry {
     registers: [registry],
     async collect() {
       this.set(await sum("kvBytes"));
+    },
+  });
+  new Gauge({
+    name: "lmp_prompt_cache_bytes",
+    help: "Bytes held by the prompt caches: finished prompts' caches kept for requests with the same prompt.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("promptCacheBytes"));
+    },
+  });
+  new Gauge({
+    name: "lmp_prompt_cache_hits",
+    help: "Requests whose prefill a prompt cache answered, since their models were loaded.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("promptCacheHits"));
     },
   });
   return registry;

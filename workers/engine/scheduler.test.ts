@@ -105,7 +105,9 @@ describe("prefill and decode", () => {
       expect(scheduler.stats().running).toBe(4);
       const submittedAt = m.stats.forwardCalls; // the pass in progress, if one is, is counted
       let firstTokenAt = -1;
-      for await (const e of await engine.start({ prompt: "Hello there", max_tokens: 1, temperature: 0 }))
+      // A prompt of its own each time (the prompt cache would answer a repeated one without a pass).
+      const prompt = `Hello there, probe ${probe}`;
+      for await (const e of await engine.start({ prompt, max_tokens: 1, temperature: 0 }))
         if (e.type === "delta" && firstTokenAt < 0) firstTokenAt = m.stats.forwardCalls;
       expect(firstTokenAt - submittedAt, `probe ${probe}`).toBe(1); // its prompt's pass, nothing before
     }

@@ -64,6 +64,20 @@ export interface SchedulerOptions {
    * (./sampling-exps.ts; default true). false: the sampler computes them itself, as before.
    */
   samplingExps?: boolean;
+  /**
+   * Bytes of finished prompts' caches (and their first logits) kept for requests whose prompt is
+   * exactly one of them, most recently used first (default 64 MiB; 0: none). Such a request skips
+   * its prefill: n samples of one prompt sent as separate requests, a retry, a benchmark's
+   * identical streams.
+   */
+  promptCacheBytes?: number;
+}
+
+/** A finished prompt's prefill, kept for the next request with the same prompt. */
+interface CachedPrompt {
+  state: PrefillState;
+  logits: Float32Array;
+  bytes: number;
 }
 
 interface Row {
@@ -103,6 +117,12 @@ export class Scheduler {
   private useExps: boolean;
   /** The exps session, created by the first draw that takes it. */
   private exps: Promise<SamplingExps> | null = null;
+  /** Finished prompts by their token ids, least recently used first. */
+  private readonly prompts = new Map<string, CachedPrompt>();
+  private promptBytes = 0;
+  private readonly promptCacheBytes: number;
+  /** Requests whose prefill the prompt cache answered. */
+  private promptHits = 0;
 
   constructor(
     readonly model: LoadedModel,
@@ -114,6 +134,7 @@ export class Scheduler {
     this.kvReleaseMs = opts.kvReleaseMs ?? KV_SHRINK_AFTER_MS;
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
     this.useExps = opts.samplingExps ?? true;
+    this.promptCacheBytes = opts.promptCacheBytes ?? 64 * 2 ** 20;
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
     // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
@@ -138,6 +159,9 @@ export class Scheduler {
       /** Held by the batch's caches: its rows', and room an emptied batch keeps for kvReleaseMs. */
       kvBytes: this.batch?.bytes ?? 0,
       kvAllocations: this.batch?.allocations ?? 0,
+      /** Requests whose prefill the prompt cache answered, and the bytes it holds. */
+      promptCacheHits: this.promptHits,
+      promptCacheBytes: this.promptBytes,
     };
   }
 
@@ -154,6 +178,8 @@ export class Scheduler {
     this.closed = true;
     void this.exps?.then((e) => e.dispose()).catch(() => undefined);
     this.exps = null;
+    this.prompts.clear();
+    this.promptBytes = 0;
     if (this.releaseTimer) clearTimeout(this.releaseTimer);
     this.releaseTimer = null;
     this.batch = null;
@@ -266,10 +292,10 @@ export class Scheduler {
         const newcomer = canPrefill && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
         let ranPrefill = false;
         try {
-          if (canPrefill && (!canDecode || this.preferPrefill || newcomer)) {
-            ranPrefill = true;
-            await this.prefillStep(this.prefilling!);
-          } else ranPrefill = await this.decodeStep();
+          // A prompt the cache answers runs no pass: the next one may go at once.
+          if (canPrefill && (!canDecode || this.preferPrefill || newcomer))
+            ranPrefill = await this.prefillStep(this.prefilling!);
+          else ranPrefill = await this.decodeStep();
           if (tracing) this.traceStep();
         } catch (e) {
           this.failAll(e);
@@ -411,18 +437,35 @@ export class Scheduler {
 
   private lastStep: "prefill" | "decode" = "decode";
 
-  private async prefillStep(job: GenerationJob) {
+  /** The next chunk of a job's prompt, or its cached prefill; whether a pass ran. */
+  private async prefillStep(job: GenerationJob): Promise<boolean> {
     this.lastStep = "prefill";
     this.stepStart = performance.now();
     const ids = job.plan.promptIds;
+    const key = job.prefilled === 0 && this.promptCacheBytes > 0 ? ids.join(",") : null;
+    const cached = key !== null ? this.prompts.get(key) : undefined;
+    if (cached) {
+      this.prompts.delete(key!); // most recently used: last
+      this.prompts.set(key!, cached);
+      this.promptHits++;
+      job.prefilled = ids.length;
+      await this.finishPrefill(job, cached.state, cached.logits);
+      return false;
+    }
     const start = job.prefilled;
     const end = Math.min(ids.length, start + this.prefillChunk);
     const { state, logits } = await this.model.runner.prefill(job.prefillKv, ids, start, end);
-    if (job.cancelled) return;
+    if (job.cancelled) return true;
     job.prefillKv = state;
     job.prefilled = end;
-    if (end < ids.length) return;
+    if (end < ids.length) return true;
+    if (this.promptCacheBytes > 0) this.remember(key ?? ids.join(","), state, logits);
+    await this.finishPrefill(job, state, logits);
+    return true;
+  }
 
+  /** A prompt's first tokens drawn; its sequences join the batch at the next reshape. */
+  private async finishPrefill(job: GenerationJob, state: PrefillState, logits: Float32Array) {
     const [pre] = await this.expsFor([{ job, logits }]);
     if (job.cancelled) return;
     this.prefilling = null;
@@ -437,6 +480,24 @@ export class Scheduler {
       if (!seq.finished) this.joiners.push({ row: { seq, job, joined: this.joins++ }, state });
     job.prefillKv = null;
     this.settle(job);
+  }
+
+  /**
+   * Keeps a finished prompt's cache and logits (read only from here on: the layouts copy a
+   * joiner's cache into their own buffers) within promptCacheBytes, dropping the least recently
+   * used.
+   */
+  private remember(key: string, state: PrefillState, logits: Float32Array) {
+    if (this.prompts.has(key)) return;
+    const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
+    if (bytes > this.promptCacheBytes) return;
+    this.prompts.set(key, { state, logits: logits.slice(), bytes });
+    this.promptBytes += bytes;
+    for (const [k, p] of this.prompts) {
+      if (this.promptBytes <= this.promptCacheBytes) break;
+      this.prompts.delete(k);
+      this.promptBytes -= p.bytes;
+    }
   }
 
   /** One decode step for every running row; whether a prefill chunk ran between its passes. */

@@ -1,0 +1,101 @@
+// The prompt cache (scheduler.ts, promptCacheBytes): a request whose prompt was prefilled before
+// runs no prefill pass and answers exactly as without the cache, in every layout; the cache
+// keeps within its bytes, least recently used out first.
+import { describe, expect, it } from "vitest";
+import { Engine, type EngineOptions } from "./engine";
+import { llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
+
+const PROMPT = "Once upon a time there was a small village near a river";
+const LONG = `${PROMPT}. The people of the village were fishermen, and every morning they went out on the water`;
+
+async function engineOn(dir: string, opts: Partial<EngineOptions> = {}) {
+  const engine = new Engine({ models: [dir], ...opts });
+  const m = await engine.load();
+  const scheduler = await engine.scheduler();
+  return { engine, m, scheduler };
+}
+
+const texts = (rs: { choices: { text: string }[] }[]) => rs.map((r) => r.choices.map((c) => c.text));
+
+describe.each([
+  { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
+  { name: "llama, padded rows", dir: llamaModelDir },
+  { name: "hybrid llama (recurrent states)", dir: () => llamaLayoutDir("hybrid") },
+])("the prompt cache: $name", ({ dir }) => {
+  const requests = [
+    { prompt: PROMPT, max_tokens: 12, seed: 1, temperature: 0.8 },
+    { prompt: PROMPT, max_tokens: 12, seed: 2, temperature: 0.8 },
+    { prompt: PROMPT, max_tokens: 10, temperature: 0 },
+    { prompt: PROMPT, max_tokens: 10, seed: 3, n: 2 },
+    { prompt: LONG, max_tokens: 8, seed: 4 },
+    { prompt: LONG, max_tokens: 8, seed: 5, temperature: 0.5 },
+  ];
+
+  it("a prompt prefilled before runs no prefill pass, and answers as without the cache", async () => {
+    const plain = await engineOn(await dir(), { promptCacheBytes: 0, prefillChunk: 8 });
+    const solo = [];
+    for (const r of requests) solo.push(await plain.engine.generate(r));
+    expect(plain.scheduler.stats()).toMatchObject({ promptCacheHits: 0, promptCacheBytes: 0 });
+    await plain.engine.dispose();
+
+    const cached = await engineOn(await dir(), { prefillChunk: 8 });
+    const passes = async (r: (typeof requests)[number]) => {
+      const before = cached.m.stats.forwardCalls;
+      const out = await cached.engine.generate(r);
+      return { out, passes: cached.m.stats.forwardCalls - before };
+    };
+    const first = await passes(requests[0]); // prefilled in chunks of 8, then kept
+    const again = await passes(requests[0]);
+    // The same request again: its passes are its decoding steps alone, its answer the same.
+    const chunks = cached.m.info.chunkedPrefill ? Math.ceil(cached.m.tokenizer.encode(PROMPT).length / 8) : 1;
+    expect(first.passes - again.passes).toBe(chunks);
+    expect(texts([again.out])).toEqual(texts([first.out]));
+    const rest = [];
+    for (const r of requests.slice(1)) rest.push(await cached.engine.generate(r));
+    expect(texts([first.out, ...rest])).toEqual(texts(solo));
+    expect(cached.scheduler.stats().promptCacheHits).toBe(5); // PROMPT four more times, LONG once
+    expect(cached.scheduler.stats().promptCacheBytes).toBeGreaterThan(0);
+
+    // Together: every answer still its solo one.
+    expect(texts(await Promise.all(requests.map((r) => cached.engine.generate(r))))).toEqual(texts(solo));
+    expect(cached.scheduler.stats().promptCacheHits).toBe(11);
+    await cached.engine.dispose();
+  });
+});
+
+describe("the prompt cache's bytes", () => {
+  it("keeps the most recently used prompts within its bytes, and none larger than them", async () => {
+    const dir = await llamaModelDir();
+    const a = PROMPT;
+    const b = PROMPT.replace("small", "large");
+    // What each prompt takes, from an engine that keeps them all.
+    const probe = await engineOn(dir);
+    const size: Record<string, number> = {};
+    for (const prompt of [a, b, LONG]) {
+      const before = probe.scheduler.stats().promptCacheBytes;
+      await probe.engine.generate({ prompt, max_tokens: 2 });
+      size[prompt] = probe.scheduler.stats().promptCacheBytes - before;
+    }
+    await probe.engine.dispose();
+    // Room for a or b, not both; LONG, with more tokens, never fits.
+    const room = Math.max(size[a], size[b]);
+    expect(size[a] + size[b]).toBeGreaterThan(room);
+    expect(size[LONG]).toBeGreaterThan(room);
+    const { engine, scheduler } = await engineOn(dir, { promptCacheBytes: room });
+    const hits = async (prompt: string) => {
+      const before = scheduler.stats().promptCacheHits;
+      await engine.generate({ prompt, max_tokens: 2 });
+      return scheduler.stats().promptCacheHits - before;
+    };
+    expect(await hits(a)).toBe(0);
+    expect(await hits(a)).toBe(1);
+    expect(await hits(b)).toBe(0); // b in, a out
+    expect(await hits(a)).toBe(0);
+    expect(await hits(a)).toBe(1);
+    expect(scheduler.stats().promptCacheBytes).toBeLessThanOrEqual(room);
+    // A prompt larger than the whole cache is never kept.
+    expect(await hits(LONG)).toBe(0);
+    expect(await hits(LONG)).toBe(0);
+    await engine.dispose();
+  });
+});
