@@ -63,6 +63,23 @@ describe.each([
   });
 });
 
+describe("the prompt cache between teams", () => {
+  it("is not shared: a team's prompt never answers another team's request", async () => {
+    // A hit answers sooner: a shared cache would tell a team that another sent the same prompt.
+    const { engine, scheduler } = await engineOn(await llamaModelDir());
+    const hits = async (tenant: string) => {
+      const before = scheduler.stats().promptCacheHits;
+      await engine.generate({ prompt: PROMPT, max_tokens: 2, tenant });
+      return scheduler.stats().promptCacheHits - before;
+    };
+    expect(await hits("team-a")).toBe(0);
+    expect(await hits("team-b")).toBe(0);
+    expect(await hits("team-a")).toBe(1);
+    expect(await hits("team-b")).toBe(1);
+    await engine.dispose();
+  });
+});
+
 describe("the prompt cache's bytes", () => {
   it("keeps the most recently used prompts within its bytes, and none larger than them", async () => {
     const dir = await llamaModelDir();

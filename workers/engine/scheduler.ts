@@ -117,7 +117,7 @@ export class Scheduler {
   private useExps: boolean;
   /** The exps session, created by the first draw that takes it. */
   private exps: Promise<SamplingExps> | null = null;
-  /** Finished prompts by their token ids, least recently used first. */
+  /** Finished prompts by tenant and token ids (promptKey), least recently used first. */
   private readonly prompts = new Map<string, CachedPrompt>();
   private promptBytes = 0;
   private readonly promptCacheBytes: number;
@@ -442,7 +442,7 @@ export class Scheduler {
     this.lastStep = "prefill";
     this.stepStart = performance.now();
     const ids = job.plan.promptIds;
-    const key = job.prefilled === 0 && this.promptCacheBytes > 0 ? ids.join(",") : null;
+    const key = job.prefilled === 0 && this.promptCacheBytes > 0 ? promptKey(job) : null;
     const cached = key !== null ? this.prompts.get(key) : undefined;
     if (cached) {
       this.prompts.delete(key!); // most recently used: last
@@ -459,7 +459,7 @@ export class Scheduler {
     job.prefillKv = state;
     job.prefilled = end;
     if (end < ids.length) return true;
-    if (this.promptCacheBytes > 0) this.remember(key ?? ids.join(","), state, logits);
+    if (this.promptCacheBytes > 0) this.remember(key ?? promptKey(job), state, logits);
     await this.finishPrefill(job, state, logits);
     return true;
   }
@@ -625,6 +625,12 @@ export function keptSlots(alive: readonly boolean[]): number[] {
   for (let i = 0, t = 0; i < size; i++) keep.push(alive[i] ? i : tail[t++]);
   return keep;
 }
+
+/**
+ * A prompt's key in the prompt cache: its tenant's, never shared with another tenant, whose
+ * requests could otherwise tell from a first token's speed that someone else sent that prompt.
+ */
+const promptKey = (job: GenerationJob) => `${job.tenant}\u0000${job.plan.promptIds.join(",")}`;
 
 /** The tokens a request's rows may come to hold: its prompt and max_tokens. */
 const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;
