@@ -229,7 +229,10 @@ export async function httpStreamTokens(url: string, key: string, body: Record<st
   return Number(usage[1]);
 }
 
-/** A worker process serving `model` on the bench's database; resolves once it has registered. */
+/**
+ * A worker process serving `model` on the bench's database, without a prompt cache; resolves once
+ * it has registered.
+ */
 export async function startWorkerProcess(
   databaseUrl: string,
   dataDir: string,
@@ -245,6 +248,8 @@ export async function startWorkerProcess(
       DATA_DIR: dataDir,
       WORKER_MODELS: model,
       WORKER_HEARTBEAT_SECONDS: "1",
+      // The benches time each prompt's computation: their repeated prompts would come from the cache.
+      WORKER_PROMPT_CACHE_MB: "0",
     },
     stdio: ["ignore", "ignore", "inherit"],
   });

@@ -4,7 +4,11 @@
 // --attention=gqa, the onnxruntime-genai builder's GroupQueryAttention one; with --hybrid, an
 // LFM2-style hybrid whose even layers are short convolutions with a past_conv.N state), one graph
 // file per dtype (fp32, fp16, q8, q4). `--row-quantization=off` serves the q8 (int8, uint8) files
-// as they are, one row per pass (WORKER_ROW_QUANTIZATION=off), to compare.
+// as they are, one row per pass (WORKER_ROW_QUANTIZATION=off), to compare. The engine runs without
+// its prompt cache (WORKER_PROMPT_CACHE_MB=0), so that every figure times each prompt's prefill:
+// the bench repeats its prompts (the 8 streams' prompts are one, the decode rates subtract a run of
+// the same prompt). `--prompt-cache` turns it on, to see what it does to the 8 streams (the
+// decode rates and times to first token then time cached prompts: read only the throughput).
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -63,6 +67,7 @@ export default async function bench(args: string[]) {
     throw new Error(`--attention takes standard or gqa, not ${attention}`);
   const hybrid = args.includes("--hybrid");
   const rowWise = !args.includes("--row-quantization=off");
+  const promptCache = args.includes("--prompt-cache");
   if (hybrid && attention === "gqa") throw new Error("--hybrid models use the standard attention layout");
   let t = now();
   // All four files are generated once (cached under the OS temp folder): ~1.1 GB. The q4 file
@@ -82,7 +87,7 @@ export default async function bench(args: string[]) {
   const results: Record<string, number> = {};
   for (const dtype of dtypes) {
     t = now();
-    const figures = await benchDtype(dir, dtype, quick, rowWise);
+    const figures = await benchDtype(dir, dtype, quick, rowWise, promptCache);
     for (const [k, v] of Object.entries(figures)) results[dtype === "fp32" ? k : `${dtype}_${k}`] = v;
     console.log(`${dtype}: done in ${((now() - t) / 1000).toFixed(0)}s`);
   }
@@ -93,6 +98,7 @@ export default async function bench(args: string[]) {
       ...(attention === "gqa" ? { attention } : {}),
       ...(hybrid ? { hybrid } : {}),
       ...(rowWise ? {} : { row_quantization: "off" }),
+      ...(promptCache ? { prompt_cache: "on" } : {}),
       ...Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])),
     }),
   );
@@ -103,12 +109,17 @@ async function benchDtype(
   dtype: WeightFormat,
   quick: boolean,
   rowWiseQuantization: boolean,
+  promptCache: boolean,
 ): Promise<Record<string, number>> {
   const log = (s: string) => console.log(`[${dtype}] ${s}`);
   const memoryMb = modelMemory(dir, dtype, rowWiseQuantization) / MiB;
   let t = now();
   // Default batch, queue, chunk.
-  const engine = new Engine({ models: [dir], loadOptions: () => ({ dtype, rowWiseQuantization }) });
+  const engine = new Engine({
+    models: [dir],
+    loadOptions: () => ({ dtype, rowWiseQuantization }),
+    ...(promptCache ? {} : { promptCacheBytes: 0 }),
+  });
   const m = await engine.load();
   const loadMs = now() - t;
   t = now();

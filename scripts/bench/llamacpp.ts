@@ -243,7 +243,12 @@ function checkGguf(tools: LlamaCppTools, m: ModelFiles) {
 // ---- our engine ----
 
 function engineFor(m: ModelFiles, dtype: WeightFormat, o: Options) {
-  return new Engine({ models: [m.dir], loadOptions: () => ({ dtype, session: { threads: o.threads } }) });
+  // No prompt cache: the decode rates subtract a run of the same prompts (it would answer their prefills).
+  return new Engine({
+    models: [m.dir],
+    loadOptions: () => ({ dtype, session: { threads: o.threads } }),
+    promptCacheBytes: 0,
+  });
 }
 
 /** Greedy tokens of our engine (fp32) and llama.cpp (F32) from the same ids; throws unless equal. */

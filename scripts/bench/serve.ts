@@ -63,9 +63,10 @@ export default async function bench(args: string[]) {
     await createDeployment(handle.db, { teamId: team.id, name: "large", model });
     await handle.close();
 
-    // The engine alone, in this process (default options, like the worker's), and the same model
-    // behind the production app and a worker process.
-    const engine = new Engine({ models: [model] });
+    // The engine alone, in this process (default options, like the worker's, but no prompt cache:
+    // the bench repeats its prompts), and the same model behind the production app and a worker
+    // process (startWorkerProcess turns its cache off too).
+    const engine = new Engine({ models: [model], promptCacheBytes: 0 });
     const m = await engine.load();
     app = await startProductionApp(db.url);
     worker = await startWorkerProcess(db.url, dataDir, model, AUTH_SECRET);
