@@ -15,11 +15,11 @@
 // do not depend on the rows beside it.
 import * as ort from "onnxruntime-node";
 import onnxProto from "onnx-proto";
+import { int64s, node } from "./model/onnx-nodes";
 import { sessionOptions, type SessionSettings } from "./model/session";
 
 const { onnx } = onnxProto;
 const FLOAT = onnx.TensorProto.DataType.FLOAT;
-const INT64 = onnx.TensorProto.DataType.INT64;
 
 function graphBytes(): Uint8Array {
   const tensor = (name: string, dims: (string | number)[]) =>
@@ -32,13 +32,11 @@ function graphBytes(): Uint8Array {
         },
       },
     });
-  const node = (opType: string, input: string[], output: string[], attribute: object[] = []) =>
-    onnx.NodeProto.create({ opType, input, output, attribute, name: output[0] });
   const graph = onnx.GraphProto.create({
     name: "lmp_sampling_exps",
     input: [tensor("logits", ["rows", "vocab"]), tensor("temperature", ["rows", 1])],
     output: [tensor("exps", ["rows", "vocab"]), tensor("max", ["rows", 1])],
-    initializer: [onnx.TensorProto.create({ name: "last_axis", dataType: INT64, dims: [1], int64Data: [-1] })],
+    initializer: [int64s("last_axis", [-1])],
     node: [
       node("Div", ["logits", "temperature"], ["scaled"]),
       node("ReduceMax", ["scaled", "last_axis"], ["max"]),

@@ -30,13 +30,12 @@ import { closeSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import type { ModelRunner, PrefillState } from "./layouts/layout";
+import { graphAttr, int, int64s, ints, node, type NodeProto } from "./onnx-nodes";
 import { readAt, topologicalOrder, type GraphOps, type ScannedNode } from "./onnx-scan";
 
 const { onnx } = onnxProto;
-type NodeProto = InstanceType<typeof onnx.NodeProto>;
 type TensorProto = InstanceType<typeof onnx.TensorProto>;
 const DataType = onnx.TensorProto.DataType;
-const AttrType = onnx.AttributeProto.AttributeType;
 
 const DQL = ":DynamicQuantizeLinear";
 const MATMUL_INTEGER = ":MatMulInteger";
@@ -307,24 +306,11 @@ const AXES = "lmp_rowq.axes";
 const ZERO = "lmp_rowq.zero";
 const ONE = "lmp_rowq.one";
 
-type Attr = InstanceType<typeof onnx.AttributeProto>;
-
-function node(opType: string, input: string[], output: string[], attribute: Attr[] = [], name?: string): NodeProto {
-  return onnx.NodeProto.create({ opType, input, output, attribute, name: name ?? `${output[0]}.node` });
-}
-const int = (name: string, i: number) => onnx.AttributeProto.create({ name, type: AttrType.INT, i });
-const ints = (name: string, values: number[]) =>
-  onnx.AttributeProto.create({ name, type: AttrType.INTS, ints: values });
-const graphAttr = (name: string, g: InstanceType<typeof onnx.GraphProto>) =>
-  onnx.AttributeProto.create({ name, type: AttrType.GRAPH, g });
-
 function scalar(name: string, dataType: number, value: number): TensorProto {
   return dataType === DataType.INT64
     ? onnx.TensorProto.create({ name, dims: [], dataType, int64Data: [value] })
     : onnx.TensorProto.create({ name, dims: [], dataType, floatData: [value] });
 }
-const int64s = (name: string, values: number[]) =>
-  onnx.TensorProto.create({ name, dims: [values.length], dataType: DataType.INT64, int64Data: values });
 
 /**
  * Whether two rows decoded in one pass get, bit for bit, the logits each gets in a pass alone:

@@ -31,13 +31,12 @@
 import * as ort from "onnxruntime-node";
 import onnxProto from "onnx-proto";
 import { isPastInput } from "./graph-signature";
+import { graphAttr, int, int64s, ints, node, type NodeProto } from "./onnx-nodes";
 import type { GraphOps, ScannedNode } from "./onnx-scan";
 
 const { onnx } = onnxProto;
-type NodeProto = InstanceType<typeof onnx.NodeProto>;
 type TensorProto = InstanceType<typeof onnx.TensorProto>;
 type ValueInfoProto = InstanceType<typeof onnx.ValueInfoProto>;
-const AttrType = onnx.AttributeProto.AttributeType;
 const DataType = onnx.TensorProto.DataType;
 
 /** The engine's bool [1] input: true for a pass that takes the split. */
@@ -290,8 +289,6 @@ export class SplitAttentionGraph {
 
   /** The constants the branches read. */
   initializers(): TensorProto[] {
-    const int64s = (name: string, values: number[]) =>
-      onnx.TensorProto.create({ name, dims: [values.length], dataType: DataType.INT64, int64Data: values });
     return [
       int64s(`${P}two`, [2]),
       int64s(`${P}three`, [3]),
@@ -313,14 +310,6 @@ export class SplitAttentionGraph {
 const P = "lmp_split/";
 const PAST_LENGTH = `${P}past_length`;
 
-function node(opType: string, input: string[], output: string[], attribute: Attr[] = []): NodeProto {
-  return onnx.NodeProto.create({ opType, input, output, attribute, name: `${output[0]}.node` });
-}
-type Attr = InstanceType<typeof onnx.AttributeProto>;
-const int = (name: string, i: number) => onnx.AttributeProto.create({ name, type: AttrType.INT, i });
-const ints = (name: string, values: number[]) =>
-  onnx.AttributeProto.create({ name, type: AttrType.INTS, ints: values });
-
 const branch = (name: string, nodes: NodeProto[]) => ({ name, nodes });
 
 /**
@@ -341,15 +330,7 @@ function repeated(chain: readonly ScannedNode[], from: string, prefix: string): 
   let out = from;
   chain.forEach((c, i) => {
     const next = `${prefix}${i}`;
-    nodes.push(
-      onnx.NodeProto.create({
-        opType: c.op.slice(c.op.indexOf(":") + 1),
-        input: [out, ...c.inputs.slice(1)],
-        output: [next],
-        attribute: c.attributes ?? [],
-        name: `${next}.node`,
-      }),
-    );
+    nodes.push(node(c.op.slice(c.op.indexOf(":") + 1), [out, ...c.inputs.slice(1)], [next], c.attributes ?? []));
     out = next;
   });
   return { nodes, out };
@@ -364,22 +345,15 @@ function ifNode(
   elseOutputs: string[],
 ): NodeProto {
   const graph = (b: { name: string; nodes: NodeProto[] }, out: string[]) =>
-    onnx.AttributeProto.create({
-      name: b === then ? "then_branch" : "else_branch",
-      type: AttrType.GRAPH,
-      g: onnx.GraphProto.create({
+    graphAttr(
+      b === then ? "then_branch" : "else_branch",
+      onnx.GraphProto.create({
         name: b.name,
         node: b.nodes,
         output: out.map((o) => onnx.ValueInfoProto.create({ name: o })),
       }),
-    });
-  return onnx.NodeProto.create({
-    opType: "If",
-    name,
-    input: [SPLIT_INPUT],
-    output: outputs,
-    attribute: [graph(then, thenOutputs), graph(otherwise, elseOutputs)],
-  });
+    );
+  return node("If", [SPLIT_INPUT], outputs, [graph(then, thenOutputs), graph(otherwise, elseOutputs)], name);
 }
 
 /** An LCG's values in [-1, 1): the check's past (any finite numbers will do). */
