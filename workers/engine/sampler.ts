@@ -147,35 +147,32 @@ export function drawFromExps(
   if (!Number.isFinite(max)) return null;
   const n = raw.length;
   const T = p.temperature;
-  // The touched tokens' exps, patched in and put back after the draw.
+  // The touched tokens' exps are patched in, and put back whatever the outcome.
   const saved: [number, number][] = [];
-  for (const [id, v] of touchedLogits(raw, p, ctx)) {
-    const x = Math.fround(v / T) - max;
-    if (x > 64) {
-      for (const [i, e] of saved) exps[i] = e;
-      return null;
+  try {
+    for (const [id, v] of touchedLogits(raw, p, ctx)) {
+      const x = Math.fround(v / T) - max;
+      if (x > 64) return null;
+      saved.push([id, exps[id]]);
+      exps[id] = x === -Infinity ? 0 : Math.exp(x);
     }
-    saved.push([id, exps[id]]);
-    exps[id] = x === -Infinity ? 0 : Math.exp(x);
-  }
-  let total = 0;
-  for (let i = 0; i < n; i++) total += exps[i];
-  if (total < 1e-20) {
+    let total = 0;
+    for (let i = 0; i < n; i++) total += exps[i];
     // The row's max was a token now banned or lowered, and the rest lie so far below it that
     // float32 exps lose their precision (or every token is banned): sampleToken takes it, from
     // its own max.
+    if (total < 1e-20) return null;
+    let id = 0;
+    let u = ctx.prng.next() * total;
+    for (let i = 0; i < n; i++) {
+      if (exps[i] === 0) continue;
+      id = i;
+      if ((u -= exps[i]) < 0) break;
+    }
+    return { id, logprob: NaN, top: null };
+  } finally {
     for (const [i, e] of saved) exps[i] = e;
-    return null;
   }
-  let id = 0;
-  let u = ctx.prng.next() * total;
-  for (let i = 0; i < n; i++) {
-    if (exps[i] === 0) continue;
-    id = i;
-    if ((u -= exps[i]) < 0) break;
-  }
-  for (const [i, e] of saved) exps[i] = e;
-  return { id, logprob: NaN, top: null };
 }
 
 function topN(l: Float32Array, n: number): number[] {

@@ -201,10 +201,10 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       }
     }
     const runner = createRunner(sig, session, vocabSize);
+    // A graph that refuses chunks on a cache is not probed for its states across chunks.
     const chunksOnCache = await session.quietly(() => runsChunksOnCache(runner, vocabSize));
-    const statesCarry =
-      !chunksOnCache || sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize));
-    const chunkedPrefill = chunksOnCache && statesCarry;
+    const chunkedPrefill =
+      chunksOnCache && (sig.states.length === 0 || (await statesCarryAcrossChunks(runner, sig.states, vocabSize)));
     const servingNotes = [
       ...(aloneBecause ? [`Concurrent requests run one pass each: ${aloneBecause}.`] : []),
       ...(!aloneBecause && sig.batchOfOne
@@ -213,19 +213,15 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
       ...(runner.layout === "exact-length" && !sig.positionIds && !aloneBecause && !sig.batchOfOne
         ? ["Only concurrent requests at equal lengths share a pass: the graph takes no position_ids."]
         : []),
-      ...(chunksOnCache
+      ...(chunkedPrefill
         ? []
         : [
             "Each prompt runs in one pass, not in chunks, so a long prompt holds up the other requests while it " +
-              "runs: the graph refused a prompt chunk on top of a cache at load (its causal mask is built for a " +
-              "prompt from the start or for one token at a time).",
-          ]),
-      ...(statesCarry
-        ? []
-        : [
-            "Each prompt runs in one pass, not in chunks, so a long prompt holds up the other requests while it " +
-              "runs: a prompt computed in two chunks did not match it in one at load (an export that does not " +
-              "carry its recurrent states from one chunk to the next, or quantizes each pass with one scale).",
+              (chunksOnCache
+                ? "runs: a prompt computed in two chunks did not match it in one at load (an export that does not " +
+                  "carry its recurrent states from one chunk to the next, or quantizes each pass with one scale)."
+                : "runs: the graph refused a prompt chunk on top of a cache at load (its causal mask is built for a " +
+                  "prompt from the start or for one token at a time)."),
           ]),
       ...(session.unchanged
         ? ["Each step fetches the whole cache: the engine could not add its last-token outputs to the graph."]
