@@ -1,6 +1,6 @@
 // The prompt cache (scheduler.ts, promptCacheBytes): a request whose prompt was prefilled before
-// runs no prefill pass and answers exactly as without the cache, in every layout; the cache
-// keeps within its bytes, least recently used out first.
+// runs no prefill pass and answers exactly as without the cache (exact-length, padded, gqa and
+// hybrid models); the cache keeps within its bytes, least recently used out first.
 import { describe, expect, it } from "vitest";
 import { Engine, type EngineOptions } from "./engine";
 import { llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
@@ -20,6 +20,7 @@ const texts = (rs: { choices: { text: string }[] }[]) => rs.map((r) => r.choices
 describe.each([
   { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
   { name: "llama, padded rows", dir: llamaModelDir },
+  { name: "llama, GroupQueryAttention (gqa rows)", dir: () => llamaLayoutDir("gqa") },
   { name: "hybrid llama (recurrent states)", dir: () => llamaLayoutDir("hybrid") },
 ])("the prompt cache: $name", ({ dir }) => {
   const requests = [
