@@ -9,8 +9,9 @@ import type { Engine } from "./engine/engine";
 export function workerMetrics(engine: Engine): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const sum = async (field: "queued" | "running" | "kvBytes" | "promptCacheBytes" | "promptCacheHits") =>
-    (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
+  const sum = async (
+    field: "queued" | "running" | "kvBytes" | "promptCacheBytes" | "promptCacheHits" | "promptCachePrefixTokens",
+  ) => (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
   new Gauge({
     name: "lmp_engine_queue_depth",
     help: "Generation requests waiting for a batch slot, all models of the worker.",
@@ -49,6 +50,14 @@ export function workerMetrics(engine: Engine): Registry {
     registers: [registry],
     async collect() {
       this.set(await sum("promptCacheHits"));
+    },
+  });
+  new Gauge({
+    name: "lmp_prompt_cache_prefix_tokens",
+    help: "Prompt tokens not prefilled because a kept prompt of the same team began with them, since their models were loaded.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("promptCachePrefixTokens"));
     },
   });
   return registry;

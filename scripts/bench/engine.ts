@@ -8,7 +8,9 @@
 // its prompt cache (WORKER_PROMPT_CACHE_MB=0), so that every figure times each prompt's prefill:
 // the bench repeats its prompts (the 8 streams' prompts are one, the decode rates subtract a run of
 // the same prompt). `--prompt-cache` turns it on, to see what it does to the 8 streams (the
-// decode rates and times to first token then time cached prompts: read only the throughput).
+// decode rates and times to first token then time cached prompts: read only the throughput), and
+// adds shared_prefix_ttft_speedup: the first token of a question after a ~700-token system prompt,
+// the system prompt's first question / the next ones (which start from its kept chunks).
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -226,6 +228,29 @@ async function benchDtype(
     step_ms_b1: steps.b1,
     step_ms_b8: steps.b8,
   };
+  // 6. With the prompt cache: a shared system prompt of about 700 tokens (its cache fits the
+  // default 64 MiB) followed by different questions. Each new system prompt's first question is
+  // prefilled whole; the next ones start from its kept whole chunks.
+  if (promptCache) {
+    const first = async (prompt: string) => {
+      const start = now();
+      for await (const e of await engine.start({ prompt, max_tokens: 1, temperature: 0 }))
+        if (e.type === "delta" || e.type === "finish") break;
+      return now() - start;
+    };
+    const cold: number[] = [];
+    const warm: number[] = [];
+    for (let round = 0; round < (quick ? 1 : 3); round++) {
+      let system = `System ${round}: you answer questions about the town.`;
+      while (m.tokenizer.encode(system).length < 700) system += ` ${LONG_PROMPT}`;
+      cold.push(await first(`${system}\nQuestion 0: who built the bridge?`));
+      for (let q = 1; q <= 3; q++) warm.push(await first(`${system}\nQuestion ${q}: what is under bridge ${q}?`));
+    }
+    log(
+      `shared system prompt, first token: first question ${median(cold).toFixed(0)} ms, next ones ${median(warm).toFixed(0)} ms`,
+    );
+    figures.shared_prefix_ttft_speedup = median(cold) / median(warm);
+  }
   await ref.dispose();
   // 5. Memory (fp32): RSS after 1,000 sequential requests vs after the first 100.
   if (dtype === "fp32") figures.rss_growth = await rssGrowth(engine, quick ? 200 : 1000);

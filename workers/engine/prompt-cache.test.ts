@@ -1,7 +1,9 @@
 // The prompt cache (scheduler.ts, promptCacheBytes): a request whose prompt was prefilled before
-// runs no prefill pass and answers exactly as without the cache (exact-length, padded, gqa and
-// hybrid models); the cache keeps within its bytes, least recently used out first.
+// runs no prefill pass, and one that begins like a kept prompt skips the chunks they share; both
+// answer exactly as without the cache (exact-length, padded, gqa and hybrid models); the cache
+// keeps within its bytes, least recently used out first.
 import { describe, expect, it } from "vitest";
+import { workerMetrics } from "../metrics";
 import { Engine, type EngineOptions } from "./engine";
 import { llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
@@ -60,6 +62,73 @@ describe.each([
     // Together: every answer still its solo one.
     expect(texts(await Promise.all(requests.map((r) => cached.engine.generate(r))))).toEqual(texts(solo));
     expect(cached.scheduler.stats().promptCacheHits).toBe(11);
+    await cached.engine.dispose();
+  });
+});
+
+describe.each([
+  { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
+  { name: "llama, padded rows", dir: llamaModelDir },
+  { name: "llama, GroupQueryAttention (gqa rows)", dir: () => llamaLayoutDir("gqa") },
+  { name: "hybrid llama (recurrent states)", dir: () => llamaLayoutDir("hybrid") },
+])("a kept prompt's beginning: $name", ({ dir }) => {
+  it("a prompt that begins like a kept one skips the whole chunks they share, and answers as without the cache", async () => {
+    const chunk = 8;
+    const plain = await engineOn(await dir(), { promptCacheBytes: 0, prefillChunk: chunk });
+    const base = plain.m.tokenizer.encode(LONG);
+    expect(base.length).toBeGreaterThan(2 * chunk + 2);
+    const other = base.slice(3, 7);
+    // [prompt ids, tenant, tokens it can start from]: the first is kept; the second shares 2
+    // chunks and a token; the third is the first 2 chunks exactly, so its second chunk (holding
+    // its last token, whose logits it needs) runs again; the fourth is another team's.
+    const cases: [number[], string, number][] = [
+      [base, "a", 0],
+      [[...base.slice(0, 2 * chunk + 1), ...other], "a", 2 * chunk],
+      [base.slice(0, 2 * chunk), "a", chunk],
+      [[...base.slice(0, 2 * chunk + 1), ...other], "b", 0],
+    ];
+    const request = (ids: number[], tenant: string, seed: number) => ({
+      prompt: ids,
+      tenant,
+      max_tokens: 6,
+      seed,
+      temperature: seed % 2 ? 0.8 : 0,
+      n: seed === 2 ? 2 : 1,
+    });
+    const run = async (e: Awaited<ReturnType<typeof engineOn>>) => {
+      const out = [];
+      for (const [i, [ids, tenant]] of cases.entries()) {
+        const before = e.m.stats.forwardCalls;
+        const r = await e.engine.generate(request(ids, tenant, i));
+        out.push({ text: r.choices.map((c) => c.text), passes: e.m.stats.forwardCalls - before });
+      }
+      return out;
+    };
+    const solo = await run(plain);
+    await plain.engine.dispose();
+
+    const cached = await engineOn(await dir(), { prefillChunk: chunk });
+    const reused = cached.m.info.chunkedPrefill && cached.m.info.graph.states.length === 0;
+    const kept = await run(cached);
+    expect(kept.map((k) => k.text)).toEqual(solo.map((s) => s.text));
+    // Exactly the shared whole chunks are not run again (none on a model with recurrent states).
+    const skipped = cases.map(([, , from]) => (reused ? from / chunk : 0));
+    expect(kept.map((k, i) => solo[i].passes - k.passes)).toEqual(skipped);
+    const tokens = reused ? 3 * chunk : 0;
+    expect(cached.scheduler.stats()).toMatchObject({
+      promptCacheHits: 0,
+      promptCachePrefixHits: reused ? 2 : 0,
+      promptCachePrefixTokens: tokens,
+    });
+    const metrics = await workerMetrics(cached.engine).getMetricsAsJSON();
+    const gauge = metrics.find((m) => m.name === "lmp_prompt_cache_prefix_tokens");
+    expect(gauge?.values[0]?.value).toBe(tokens);
+
+    // Together, each starting from whatever is kept by then: every answer still its solo one.
+    const together = await Promise.all(
+      cases.map(([ids, tenant], i) => cached.engine.generate(request(ids, tenant, i))),
+    );
+    expect(together.map((r) => r.choices.map((c) => c.text))).toEqual(solo.map((s) => s.text));
     await cached.engine.dispose();
   });
 });

@@ -78,6 +78,8 @@ interface CachedPrompt {
   state: PrefillState;
   logits: Float32Array;
   bytes: number;
+  tenant: string;
+  ids: readonly number[];
 }
 
 interface Row {
@@ -123,6 +125,9 @@ export class Scheduler {
   private readonly promptCacheBytes: number;
   /** Requests whose prefill the prompt cache answered. */
   private promptHits = 0;
+  /** Requests whose prefill began from a kept prompt's beginning, and the tokens it spared. */
+  private prefixHits = 0;
+  private prefixTokens = 0;
 
   constructor(
     readonly model: LoadedModel,
@@ -162,6 +167,9 @@ export class Scheduler {
       /** Requests whose prefill the prompt cache answered, and the bytes it holds. */
       promptCacheHits: this.promptHits,
       promptCacheBytes: this.promptBytes,
+      /** Requests whose prefill began from a kept prompt's beginning, and the tokens not prefilled. */
+      promptCachePrefixHits: this.prefixHits,
+      promptCachePrefixTokens: this.prefixTokens,
     };
   }
 
@@ -452,6 +460,7 @@ export class Scheduler {
       await this.finishPrefill(job, cached.state, cached.logits);
       return false;
     }
+    if (key !== null) this.reusePrefix(job);
     const start = job.prefilled;
     const end = Math.min(ids.length, start + this.prefillChunk);
     const { state, logits } = await this.model.runner.prefill(job.prefillKv, ids, start, end);
@@ -459,7 +468,7 @@ export class Scheduler {
     job.prefillKv = state;
     job.prefilled = end;
     if (end < ids.length) return true;
-    if (this.promptCacheBytes > 0) this.remember(key ?? promptKey(job), state, logits);
+    if (this.promptCacheBytes > 0) this.remember(job, key ?? promptKey(job), state, logits);
     await this.finishPrefill(job, state, logits);
     return true;
   }
@@ -483,15 +492,47 @@ export class Scheduler {
   }
 
   /**
+   * Starts a job's prefill after the longest beginning its prompt shares with a kept prompt of its
+   * team (a system prompt, or the earlier turns of a conversation), cut at a chunk boundary and
+   * short of the prompt's last token (whose logits the prefill computes). Exact: a prompt is
+   * prefilled in chunks from its first token, so the kept cache's first k chunks came from the
+   * very passes this prompt's first k chunks would run (the same tokens on the same past; even a
+   * per-tensor quantized graph's scales see only the chunk). Not for graphs prefilled in one pass,
+   * nor for recurrent states, which are kept for the whole prompt only.
+   */
+  private reusePrefix(job: GenerationJob) {
+    const chunk = this.prefillChunk;
+    if (!Number.isFinite(chunk) || this.stateBytesPerRow > 0) return;
+    const ids = job.plan.promptIds;
+    let best: [string, CachedPrompt] | undefined;
+    let length = 0;
+    for (const entry of this.prompts) {
+      const p = entry[1];
+      const limit = Math.min(p.ids.length, ids.length - 1);
+      if (p.tenant !== job.tenant || limit < length + chunk) continue;
+      let n = 0;
+      while (n < limit && p.ids[n] === ids[n]) n++;
+      if (n - (n % chunk) > length) [best, length] = [entry, n - (n % chunk)];
+    }
+    if (!best) return;
+    this.prompts.delete(best[0]); // most recently used: last
+    this.prompts.set(best[0], best[1]);
+    job.prefillKv = this.model.runner.prefix(best[1].state, length, ids.length);
+    job.prefilled = length;
+    this.prefixHits++;
+    this.prefixTokens += length;
+  }
+
+  /**
    * Keeps a finished prompt's cache and logits (read only from here on: the layouts copy a
    * joiner's cache into their own buffers) within promptCacheBytes, dropping the least recently
    * used.
    */
-  private remember(key: string, state: PrefillState, logits: Float32Array) {
+  private remember(job: GenerationJob, key: string, state: PrefillState, logits: Float32Array) {
     if (this.prompts.has(key)) return;
     const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
     if (bytes > this.promptCacheBytes) return;
-    this.prompts.set(key, { state, logits: logits.slice(), bytes });
+    this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant: job.tenant, ids: job.plan.promptIds });
     this.promptBytes += bytes;
     for (const [k, p] of this.prompts) {
       if (this.promptBytes <= this.promptCacheBytes) break;

@@ -112,6 +112,26 @@ export class GraphIo {
     });
     return { state: { presents, length: end, buffers, states }, logits };
   }
+
+  /**
+   * The first `length` columns of a prefilled cache, copied into buffers of their own (sized for
+   * `promptLength` tokens where prefill writes chunks in place), as prefill leaves them after a
+   * chunk ending at `length`. Only for graphs without recurrent states, whose kept states are the
+   * prompt's last and not its beginning's.
+   */
+  prefix(state: PrefillState, length: number, promptLength: number): PrefillState {
+    const { kv } = this.sig;
+    if (this.sig.states.length || length > state.length) throw new Error("no such prefix");
+    const D = kv.headDim;
+    const inPlace = kv.entries.every((e) => e.lastToken);
+    const buffers = kv.entries.map(() => newKvArray(kv.type, kv.heads * (inPlace ? promptLength : length) * D));
+    const presents = kv.entries.map((_, i) => {
+      const from = state.presents[i];
+      copyRow(kvData(from), 0, from.dims[2], buffers[i], 0, length, length, kv.heads, D);
+      return kvTensor(kv.type, buffers[i].subarray(0, kv.heads * length * D), [1, kv.heads, length, D]);
+    });
+    return { presents, length, buffers: inPlace ? buffers : undefined };
+  }
 }
 
 /**

@@ -54,6 +54,11 @@ export interface ModelRunner {
     start: number,
     end: number,
   ): Promise<{ state: PrefillState; logits: Float32Array }>;
+  /**
+   * A new state holding the first `length` tokens of `state` (read only), with room for a prompt
+   * of `promptLength` tokens, for prefill to go on from. Caches only (not recurrent states).
+   */
+  prefix(state: PrefillState, length: number, promptLength: number): PrefillState;
   createBatch(): DecodeBatch;
 }
 
