@@ -6,10 +6,11 @@
 // above it. Each setting alternates ours and the reference, median of 5 rounds of 40 tokens.
 // Last line: {"bench":"sampler","<setting>_<vocab>_ms":…,"<setting>_<vocab>_vs_reference":…}
 // (time ratio: below 1 is faster than the reference).
-// Then what a decoding step of 8 rows spends drawing at temperature 0.8 (a ban, as above), the
-// way the engine draws them: one run of onnxruntime's exps session for the 8 rows and a draw per
-// row over its exps (workers/engine/sampling-exps.ts), against sampleToken's own passes per row:
-// batch8_<vocab>_ms (per step) and batch8_<vocab>_vs_sampler (time ratio).
+// Then what a decoding step of 8 rows spends drawing at temperature 0.8 (a ban, as above), with
+// top_p 0.9, and with top_k 50 and top_p 0.95, the way the engine draws them: one run of
+// onnxruntime's exps session for the 8 rows and a draw per row over its exps
+// (workers/engine/sampling-exps.ts), against sampleToken's own passes per row:
+// batch8_[top_p_|top_k_top_p_]<vocab>_ms (per step) and …_vs_sampler (time ratio).
 import { createPrng } from "../../workers/engine/prng";
 import { drawFromExps, sampleToken, type SamplingParams } from "../../workers/engine/sampler";
 import { SamplingExps } from "../../workers/engine/sampling-exps";
@@ -61,37 +62,42 @@ export default async function bench() {
     }
   }
   const exps = await SamplingExps.create();
-  const p: SamplingParams = { ...base, temperature: 0.8, bias: new Map([[2, -100]]) };
-  for (const vocab of VOCABS) {
-    // 8 rows in one buffer, as a pass returns them.
-    const step = new Float32Array(8 * vocab);
-    for (let r = 0; r < 8; r++) step.set(modelLikeLogits(vocab, r + 2), r * vocab);
-    const rows = Array.from({ length: 8 }, (_, r) => step.subarray(r * vocab, (r + 1) * vocab));
-    const prngs = rows.map((_, r) => createPrng(r));
-    const ctx = (r: number) => ({ prng: prngs[r], seen: [], banned: [], fallbackToken: 0 });
-    const batched = async () => {
-      const pre = await exps.compute(rows, new Array(8).fill(p.temperature));
-      rows.forEach((l, r) => drawFromExps(l, pre[r].exps, pre[r].max, p, ctx(r)));
-    };
-    const perRow = () => rows.forEach((l, r) => sampleToken(l, p, ctx(r)));
-    const a: number[] = [];
-    const b: number[] = [];
-    for (let round = 0; round < 7; round++) {
-      let t = performance.now();
-      for (let i = 0; i < 10; i++) await batched();
-      a.push((performance.now() - t) / 10);
-      t = performance.now();
-      for (let i = 0; i < 10; i++) perRow();
-      b.push((performance.now() - t) / 10);
+  const BATCH_SETTINGS: [string, string, SamplingParams][] = [
+    ["", "t 0.8", { ...base, temperature: 0.8, bias: new Map([[2, -100]]) }],
+    ["top_p_", "top_p 0.9", { ...base, temperature: 0.7, topP: 0.9 }],
+    ["top_k_top_p_", "top_k 50, top_p 0.95", { ...base, temperature: 0.7, topK: 50, topP: 0.95 }],
+  ];
+  for (const [key, label, p] of BATCH_SETTINGS)
+    for (const vocab of VOCABS) {
+      // 8 rows in one buffer, as a pass returns them.
+      const step = new Float32Array(8 * vocab);
+      for (let r = 0; r < 8; r++) step.set(modelLikeLogits(vocab, r + 2), r * vocab);
+      const rows = Array.from({ length: 8 }, (_, r) => step.subarray(r * vocab, (r + 1) * vocab));
+      const prngs = rows.map((_, r) => createPrng(r));
+      const ctx = (r: number) => ({ prng: prngs[r], seen: [], banned: [], fallbackToken: 0 });
+      const batched = async () => {
+        const pre = await exps.compute(rows, new Array(8).fill(p.temperature));
+        rows.forEach((l, r) => drawFromExps(l, pre[r].exps, pre[r].max, p, ctx(r)));
+      };
+      const perRow = () => rows.forEach((l, r) => sampleToken(l, p, ctx(r)));
+      const a: number[] = [];
+      const b: number[] = [];
+      for (let round = 0; round < 7; round++) {
+        let t = performance.now();
+        for (let i = 0; i < 10; i++) await batched();
+        a.push((performance.now() - t) / 10);
+        t = performance.now();
+        for (let i = 0; i < 10; i++) perRow();
+        b.push((performance.now() - t) / 10);
+      }
+      const [oursMs, samplerMs] = [median(a.slice(1)), median(b.slice(1))];
+      console.log(
+        `8 rows, ${label} vocab ${String(vocab).padStart(7)}: exps session + draws ${oursMs.toFixed(3)} ms/step, ` +
+          `sampleToken per row ${samplerMs.toFixed(3)} ms/step (${(samplerMs / oursMs).toFixed(1)}× faster)`,
+      );
+      results[`batch8_${key}${vocab}_ms`] = round3(oursMs);
+      results[`batch8_${key}${vocab}_vs_sampler`] = round3(oursMs / samplerMs);
     }
-    const [oursMs, samplerMs] = [median(a.slice(1)), median(b.slice(1))];
-    console.log(
-      `8 rows, t 0.8 vocab ${String(vocab).padStart(7)}: exps session + draws ${oursMs.toFixed(3)} ms/step, ` +
-        `sampleToken per row ${samplerMs.toFixed(3)} ms/step (${(samplerMs / oursMs).toFixed(1)}× faster)`,
-    );
-    results[`batch8_${vocab}_ms`] = round3(oursMs);
-    results[`batch8_${vocab}_vs_sampler`] = round3(oursMs / samplerMs);
-  }
   await exps.dispose();
   console.log(JSON.stringify({ bench: "sampler", ...results }));
 }

@@ -122,11 +122,11 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
 
 /**
  * Whether a draw with these params can take the vocabulary's exps from onnxruntime
- * (../sampling-exps.ts, drawFromExps): a temperature above 0, no truncation (top_k, tfs, top_p)
- * and no logprobs. The others keep sampleToken's own passes.
+ * (../sampling-exps.ts, drawFromExps): a temperature above 0, top_k and top_p or neither, no
+ * tail-free sampling and no logprobs. The others keep sampleToken's own passes.
  */
 export function drawsFromExps(p: SamplingParams, vocab: number): boolean {
-  return p.temperature > 0 && !p.logprobs && !((p.topK !== undefined && p.topK < vocab) || p.tfs < 1 || p.topP < 1);
+  return p.temperature > 0 && !p.logprobs && p.tfs >= 1 && vocab <= ID_SPAN;
 }
 
 /**
@@ -156,6 +156,7 @@ export function drawFromExps(
       saved.push([id, exps[id]]);
       exps[id] = x === -Infinity ? 0 : Math.exp(x);
     }
+    if (truncates(p, n)) return truncatedFromExps(exps, p, ctx.prng);
     let total = 0;
     for (let i = 0; i < n; i++) total += exps[i];
     // The row's max was a token now banned or lowered, and the rest lie so far below it that
@@ -175,6 +176,88 @@ export function drawFromExps(
   }
 }
 
+const truncates = (p: SamplingParams, vocab: number) =>
+  (p.topK !== undefined && p.topK < vocab) || p.tfs < 1 || p.topP < 1;
+
+/**
+ * draw()'s top_k / top_p over a row's exps (patched): the same candidates, most likely first
+ * (ties: lower id first), and the same use of the PRNG, where the exps come from onnxruntime and
+ * not from a pass over the logits. The histogram of sortedHead is taken over the exps' float32
+ * bits, indexed by the exponent and the mantissa's first 3 bits (8 buckets per power of two,
+ * about 1/12 of a logit wide, where sortedHead's are 1/8): every token of a bucket is less likely
+ * than every token of the buckets above it, so the cut keeps exactly the head a full sort begins
+ * with. One pass counts the buckets (and for top_p sums them), another takes the tokens of the
+ * buckets needed (one comparison each) to sort them. null where float32 exps fall short (see
+ * drawFromExps).
+ */
+function truncatedFromExps(exps: Float32Array, p: SamplingParams, prng: Prng): SampleResult | null {
+  const n = exps.length;
+  const bits = new Int32Array(exps.buffer, exps.byteOffset, n);
+  const count = p.topK !== undefined && p.topK < n ? p.topK : Infinity;
+  expCounts.fill(0);
+  let total = NaN;
+  if (count === Infinity) {
+    expMass.fill(0);
+    for (let i = 0; i < n; i++) {
+      const b = bits[i] >>> 20;
+      expCounts[b]++;
+      expMass[b] += exps[i];
+    }
+    total = 0;
+    for (let b = 0; b < EXP_BUCKETS; b++) total += expMass[b];
+    if (total < 1e-20) return null;
+  } else for (let i = 0; i < n; i++) expCounts[bits[i] >>> 20]++;
+  // The lowest bucket needed, less one (sums in another order may differ in the last bits): the
+  // top_k first when there is one (top_p then applies to them), else the nucleus' mass. Bucket 0
+  // holds the zeros (banned or underflowed tokens), never taken.
+  const mass = count === Infinity ? p.topP * total : Infinity;
+  let low = 1;
+  let seen = 0;
+  let cum = 0;
+  for (let b = EXP_BUCKETS - 1; b > 0; b--) {
+    seen += expCounts[b];
+    if (count === Infinity) cum += expMass[b];
+    if (seen >= count || cum >= mass) {
+      low = Math.max(1, b - 1);
+      break;
+    }
+  }
+  let kept = 0;
+  for (let b = low; b < EXP_BUCKETS; b++) kept += expCounts[b];
+  const lowBits = low << 20;
+  const keys = new Float64Array(kept);
+  let k = 0;
+  for (let i = 0; i < n; i++) if (bits[i] >= lowBits) keys[k++] = (0x7fffffff - bits[i]) * ID_SPAN + i;
+  keys.sort();
+  let ids = Array.from(keys.subarray(0, Math.min(kept, count)), (key) => key % ID_SPAN);
+  // (As at a temperature, a head whose exps sum below 1e-20 is left to sampleToken.)
+  let probs = count === Infinity ? Float64Array.from(ids, (id) => exps[id] / total) : expsNormalized(ids, exps);
+  if (!probs) return null;
+  if (p.topP < 1) {
+    ids = ids.slice(0, nucleusSize(probs, p.topP));
+    probs = expsNormalized(ids, exps);
+    if (!probs) return null;
+  }
+  let u = prng.next();
+  for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return { id: ids[i], logprob: NaN, top: null };
+  return { id: ids[ids.length - 1], logprob: NaN, top: null };
+}
+
+/** Buckets of an exp's float32 bits >>> 20 (its sign is 0): 8 per power of two, 0 the zeros. */
+const EXP_BUCKETS = 2048;
+const expCounts = new Int32Array(EXP_BUCKETS);
+const expMass = new Float64Array(EXP_BUCKETS);
+
+/** The ids' exps over their sum, in float64; null when that sum is below 1e-20. */
+function expsNormalized(ids: number[], exps: Float32Array): Float64Array | null {
+  const probs = Float64Array.from(ids, (id) => exps[id]);
+  let total = 0;
+  for (let i = 0; i < probs.length; i++) total += probs[i];
+  if (!(total >= 1e-20)) return null;
+  for (let i = 0; i < probs.length; i++) probs[i] /= total;
+  return probs;
+}
+
 function topN(l: Float32Array, n: number): number[] {
   const best: number[] = [];
   for (let i = 0; i < l.length; i++) {
@@ -189,7 +272,7 @@ function topN(l: Float32Array, n: number): number[] {
 }
 
 function draw(l: Float32Array, max: number, p: SamplingParams, prng: Prng, z: { total: number }): number {
-  if (!((p.topK !== undefined && p.topK < l.length) || p.tfs < 1 || p.topP < 1)) {
+  if (!truncates(p, l.length)) {
     // No truncation: draw over the whole vocabulary without sorting.
     const probs = scratch(l.length);
     z.total = expInto(l, max, probs);

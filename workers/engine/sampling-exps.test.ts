@@ -127,12 +127,50 @@ describe("drawFromExps", () => {
     expect(drawFromExps(flat, flatPre.exps, flatPre.max, { ...base, temperature: 0.5 }, ctx)).not.toBeNull();
   });
 
-  it("is taken only at a temperature, without truncation or logprobs", () => {
+  it("draws the tokens the sampler's own passes draw with top_k and top_p", async () => {
+    const settings: Partial<SamplingParams>[] = [
+      { temperature: 0.7, topK: 1 },
+      { temperature: 0.7, topK: 5 },
+      { temperature: 1.2, topK: 40 },
+      { temperature: 1, topK: 3000 },
+      { temperature: 0.7, topP: 0.5 },
+      { temperature: 0.9, topP: 0.9 },
+      { temperature: 1.5, topP: 0.95 },
+      { temperature: 0.7, topK: 50, topP: 0.95 },
+      { temperature: 1.3, topK: 20, topP: 0.6 },
+    ];
+    for (const setting of settings) {
+      const { ours, theirs } = await draws(setting, {}, 32_000, 200);
+      expect(ours).toEqual(theirs);
+      if (setting.topK !== 1) expect(new Set(ours).size).toBeGreaterThan(3); // draws, not an argmax
+    }
+    // A vocabulary of qwen 2.5's size, and the touched tokens: a bias lifting one above the
+    // row's max, a ban of the max, the repetition penalty and bad words.
+    const a = await draws({ temperature: 0.8, topP: 0.9 }, {}, 151_936, 100);
+    expect(a.ours).toEqual(a.theirs);
+    const top = modelLike(32_000, 100).reduce((best, v, i, l) => (v > l[best] ? i : best), 0);
+    const bias = new Map([
+      [top, -100],
+      [5, 14],
+      [6, -3],
+    ]);
+    const seen = Array.from({ length: 300 }, (_, i) => i * 97);
+    for (const setting of [{ topK: 8 }, { topP: 0.8 }, { topK: 30, topP: 0.9 }]) {
+      const b = await draws(
+        { temperature: 0.8, bias, repetitionPenalty: 1.3, ...setting },
+        { seen, banned: [[7], [9]] },
+      );
+      expect(b.ours).toEqual(b.theirs);
+      expect(b.ours).toContain(5);
+      for (const t of [top, 7, 9]) expect(b.ours).not.toContain(t);
+    }
+  });
+
+  it("is taken at a temperature, without tail-free sampling or logprobs", () => {
     expect(drawsFromExps({ ...base, temperature: 0.7 }, 100)).toBe(true);
-    expect(drawsFromExps({ ...base, temperature: 0.7, topK: 100 }, 100)).toBe(true); // keeps every token
+    expect(drawsFromExps({ ...base, temperature: 0.7, topK: 100 }, 100)).toBe(true);
+    expect(drawsFromExps({ ...base, topK: 40, topP: 0.9 }, 100)).toBe(true);
     expect(drawsFromExps({ ...base, temperature: 0 }, 100)).toBe(false);
-    expect(drawsFromExps({ ...base, topK: 40 }, 100)).toBe(false);
-    expect(drawsFromExps({ ...base, topP: 0.9 }, 100)).toBe(false);
     expect(drawsFromExps({ ...base, tfs: 0.95 }, 100)).toBe(false);
     expect(drawsFromExps({ ...base, logprobs: 2 }, 100)).toBe(false);
   });
@@ -145,6 +183,8 @@ describe("the engine", () => {
     { prompt: "Water boils at", max_tokens: 16, seed: 4, n: 3 },
     { prompt: "Once upon a time", max_tokens: 16, seed: 5, repetition_penalty: 1.3, top_k: 5 },
     { prompt: "The weather today", max_tokens: 18, temperature: 0 },
+    { prompt: "The river", max_tokens: 16, seed: 6, temperature: 0.9, top_p: 0.9 },
+    { prompt: "In the morning", max_tokens: 16, seed: 7, top_k: 20, top_p: 0.8 },
   ];
 
   for (const [name, dir] of [
