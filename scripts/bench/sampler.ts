@@ -12,7 +12,7 @@
 // (workers/engine/sampling-exps.ts), against sampleToken's own passes per row:
 // batch8_[top_p_|top_k_top_p_]<vocab>_ms (per step) and …_vs_sampler (time ratio).
 import { createPrng } from "../../workers/engine/prng";
-import { drawFromExps, sampleToken, type SamplingParams } from "../../workers/engine/sampler";
+import { drawFromExps, ranksFromExps, sampleToken, type SamplingParams } from "../../workers/engine/sampler";
 import { SamplingExps } from "../../workers/engine/sampling-exps";
 import { drawFrom, fullSortNucleus } from "../../workers/engine/testing/full-sort-sampler";
 
@@ -76,8 +76,8 @@ export default async function bench() {
       const prngs = rows.map((_, r) => createPrng(r));
       const ctx = (r: number) => ({ prng: prngs[r], seen: [], banned: [], fallbackToken: 0 });
       const batched = async () => {
-        const pre = await exps.compute(rows, new Array(8).fill(p.temperature));
-        rows.forEach((l, r) => drawFromExps(l, pre[r].exps, pre[r].max, p, ctx(r)));
+        const pre = await exps.compute(rows, new Array(8).fill(p.temperature), ranksFromExps(p));
+        rows.forEach((l, r) => drawFromExps(l, pre[r], p, ctx(r)));
       };
       const perRow = () => rows.forEach((l, r) => sampleToken(l, p, ctx(r)));
       const a: number[] = [];

@@ -2,6 +2,7 @@
 // logit_bias/bans → bad_words → repetition_penalty → temperature → [logprobs taken here]
 // → top_k → tfs → top_p → draw with the sequence's seeded PRNG.
 import type { Prng } from "./prng";
+import type { RowExps } from "./sampling-exps";
 
 export interface SamplingParams {
   temperature: number;
@@ -130,35 +131,48 @@ export function drawsFromExps(p: SamplingParams, vocab: number): boolean {
 }
 
 /**
- * sampleToken for params that drawsFromExps accepts, over `exps[i] = exp(raw[i] / T − max)` as
- * computed for the row (../sampling-exps.ts): the few tokens that bias, bans and the repetition
- * penalty touch are recomputed from their raw logits (processInto's order), the exps are summed
- * in float64, and one draw of the PRNG picks the token as sampleToken's draw does. null when a
- * touched token would dwarf the row's max (a bias that lifts a token far above every other):
- * sampleToken then takes it. `exps` is read, and left as it was.
+ * Whether a draw with these params may use a ranked run's total and top (../sampling-exps.ts):
+ * nothing that logit_bias or the repetition penalty changes, whose tokens would alter both.
+ */
+export const ranksFromExps = (p: SamplingParams) => p.bias.size === 0 && p.repetitionPenalty === 1;
+
+/**
+ * sampleToken for params that drawsFromExps accepts, over `pre.exps[i] = exp(raw[i] / T − max)`
+ * as computed for the row (../sampling-exps.ts): the few tokens that bias, bans and the
+ * repetition penalty touch are recomputed from their raw logits (processInto's order), the exps
+ * are summed in float64 (or the ranked run's sum taken, when nothing is touched), and one draw of
+ * the PRNG picks the token as sampleToken's draw does; top_k and top_p take their candidates from
+ * the ranked run's top when they lie there, else from truncatedFromExps. null when a touched
+ * token would dwarf the row's max (a bias that lifts a token far above every other): sampleToken
+ * then takes it. `pre.exps` is read, and left as it was.
  */
 export function drawFromExps(
   raw: Float32Array,
-  exps: Float32Array,
-  max: number,
+  pre: RowExps,
   p: SamplingParams,
   ctx: SampleContext,
 ): SampleResult | null {
+  const { exps, max } = pre;
   if (!Number.isFinite(max)) return null;
   const n = raw.length;
   const T = p.temperature;
+  const touched = touchedLogits(raw, p, ctx);
+  if (touched.size === 0 && pre.total !== undefined && truncates(p, n)) {
+    const head = headFromTop(pre, p);
+    if (head) return drawHead(head.ids, head.probs, exps, p, ctx.prng);
+  }
   // The touched tokens' exps are patched in, and put back whatever the outcome.
   const saved: [number, number][] = [];
   try {
-    for (const [id, v] of touchedLogits(raw, p, ctx)) {
+    for (const [id, v] of touched) {
       const x = Math.fround(v / T) - max;
       if (x > 64) return null;
       saved.push([id, exps[id]]);
       exps[id] = x === -Infinity ? 0 : Math.exp(x);
     }
     if (truncates(p, n)) return truncatedFromExps(exps, p, ctx.prng);
-    let total = 0;
-    for (let i = 0; i < n; i++) total += exps[i];
+    let total = touched.size === 0 && pre.total !== undefined ? pre.total : 0;
+    if (total === 0) for (let i = 0; i < n; i++) total += exps[i];
     // The row's max was a token now banned or lowered, and the rest lie so far below it that
     // float32 exps lose their precision (or every token is banned): sampleToken takes it, from
     // its own max.
@@ -174,6 +188,30 @@ export function drawFromExps(
   } finally {
     for (const [i, e] of saved) exps[i] = e;
   }
+}
+
+/**
+ * top_k's or top_p's candidates from a ranked run's top (untouched exps), as truncatedFromExps
+ * would find them: null when they may reach beyond it (top_k above TOP, or a nucleus the top's
+ * mass does not cover) and the top does not hold every token that can be drawn.
+ */
+function headFromTop(pre: RowExps, p: SamplingParams): { ids: number[]; probs: Float64Array } | null {
+  const { exps: top, ids: topIds } = pre.top!;
+  const total = pre.total!;
+  if (total < 1e-20) return null;
+  let valid = 0; // tokens that can be drawn (not 0, see EXP_BUCKETS)
+  while (valid < top.length && top[valid] >= MIN_TAKEN) valid++;
+  const whole = valid < top.length;
+  const count = p.topK !== undefined && p.topK < pre.exps.length ? p.topK : Infinity;
+  if (count !== Infinity) {
+    if (count > valid && !whole) return null;
+    const ids = Array.from(topIds.subarray(0, Math.min(count, valid)), Number);
+    const probs = expsNormalized(ids, pre.exps);
+    return probs && { ids, probs };
+  }
+  const probs = Float64Array.from(top.subarray(0, valid), (e) => e / total);
+  if (!whole && probs.reduce((a, b) => a + b, 0) < p.topP) return null;
+  return { ids: Array.from(topIds.subarray(0, valid), Number), probs };
 }
 
 const truncates = (p: SamplingParams, vocab: number) =>
@@ -229,22 +267,31 @@ function truncatedFromExps(exps: Float32Array, p: SamplingParams, prng: Prng): S
   let k = 0;
   for (let i = 0; i < n; i++) if (bits[i] >= lowBits) keys[k++] = (0x7fffffff - bits[i]) * ID_SPAN + i;
   keys.sort();
-  let ids = Array.from(keys.subarray(0, Math.min(kept, count)), (key) => key % ID_SPAN);
+  const ids = Array.from(keys.subarray(0, Math.min(kept, count)), (key) => key % ID_SPAN);
   // (As at a temperature, a head whose exps sum below 1e-20 is left to sampleToken.)
-  let probs = count === Infinity ? Float64Array.from(ids, (id) => exps[id] / total) : expsNormalized(ids, exps);
-  if (!probs) return null;
+  const probs = count === Infinity ? Float64Array.from(ids, (id) => exps[id] / total) : expsNormalized(ids, exps);
+  return probs && drawHead(ids, probs, exps, p, prng);
+}
+
+/** draw()'s end: top_p over the candidates (most likely first) and their probabilities, then one draw. */
+function drawHead(ids: number[], probs: Float64Array, exps: Float32Array, p: SamplingParams, prng: Prng) {
   if (p.topP < 1) {
     ids = ids.slice(0, nucleusSize(probs, p.topP));
-    probs = expsNormalized(ids, exps);
-    if (!probs) return null;
+    const nucleus = expsNormalized(ids, exps);
+    if (!nucleus) return null;
+    probs = nucleus;
   }
   let u = prng.next();
   for (let i = 0; i < ids.length; i++) if ((u -= probs[i]) < 0) return { id: ids[i], logprob: NaN, top: null };
   return { id: ids[ids.length - 1], logprob: NaN, top: null };
 }
 
-/** Buckets of an exp's float32 bits >>> 20 (its sign is 0): 8 per power of two, 0 the zeros. */
+/**
+ * Buckets of an exp's float32 bits >>> 20 (its sign is 0): 8 per power of two; bucket 0 holds the
+ * zeros (and subnormals below MIN_TAKEN), which are never drawn.
+ */
 const EXP_BUCKETS = 2048;
+const MIN_TAKEN = 2 ** -129; // float32 bits 1 << 20
 const expCounts = new Int32Array(EXP_BUCKETS);
 const expMass = new Float64Array(EXP_BUCKETS);
 

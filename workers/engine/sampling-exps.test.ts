@@ -4,7 +4,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import { createPrng } from "./prng";
-import { drawFromExps, drawsFromExps, sampleToken, type SampleContext, type SamplingParams } from "./sampler";
+import {
+  drawFromExps,
+  drawsFromExps,
+  ranksFromExps,
+  sampleToken,
+  type SampleContext,
+  type SamplingParams,
+} from "./sampler";
 import { SamplingExps } from "./sampling-exps";
 import { llamaModelDir, tinyModelDir } from "./testing/models";
 
@@ -60,18 +67,26 @@ describe("the exps session", () => {
 });
 
 describe("drawFromExps", () => {
-  const draws = async (params: Partial<SamplingParams>, ctx: Partial<SampleContext> = {}, vocab = 32_000, n = 400) => {
+  const draws = async (
+    params: Partial<SamplingParams>,
+    ctx: Partial<SampleContext> = {},
+    vocab = 32_000,
+    n = 400,
+    ranked = false,
+    rows = (k: number) => modelLike(vocab, 100 + (k % 8)),
+  ) => {
     const p = { ...base, ...params };
     const ours: number[] = [];
     const theirs: number[] = [];
     const a = createPrng(11);
     const b = createPrng(11);
     for (let k = 0; k < n; k++) {
-      const logits = modelLike(vocab, 100 + (k % 8));
-      const [pre] = await exps.compute([logits], [p.temperature]);
+      const logits = rows(k);
+      const [pre] = await exps.compute([logits], [p.temperature], ranked);
+      expect(pre.top !== undefined).toBe(ranked);
       const before = pre.exps.slice();
       const c = { seen: [], banned: [], fallbackToken: 0, ...ctx };
-      const got = drawFromExps(logits, pre.exps, pre.max, p, { ...c, prng: a });
+      const got = drawFromExps(logits, pre, p, { ...c, prng: a });
       expect(got).not.toBeNull();
       const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
       expect(bytes(pre.exps).equals(bytes(before))).toBe(true); // left as it was
@@ -111,20 +126,16 @@ describe("drawFromExps", () => {
     logits[3] = 200; // every other exp underflows once token 3 is banned
     const [pre] = await exps.compute([logits], [1]);
     const ctx = { prng: createPrng(1), seen: [], banned: [], fallbackToken: 0 };
-    expect(drawFromExps(logits, pre.exps, pre.max, { ...base, bias: new Map([[3, -100]]) }, ctx)).toBeNull();
+    expect(drawFromExps(logits, pre, { ...base, bias: new Map([[3, -100]]) }, ctx)).toBeNull();
     // A bias that lifts a token far above the row's max.
     const flat = new Float32Array(1000).fill(1);
     const [flatPre] = await exps.compute([flat], [0.5]);
-    expect(
-      drawFromExps(flat, flatPre.exps, flatPre.max, { ...base, temperature: 0.5, bias: new Map([[4, 90]]) }, ctx),
-    ).toBeNull();
+    expect(drawFromExps(flat, flatPre, { ...base, temperature: 0.5, bias: new Map([[4, 90]]) }, ctx)).toBeNull();
     // Every token banned: sampleToken's fallback.
     const all = Array.from({ length: 1000 }, (_, i) => i);
-    expect(
-      drawFromExps(flat, flatPre.exps, flatPre.max, { ...base, temperature: 0.5 }, { ...ctx, banned: [all] }),
-    ).toBeNull();
+    expect(drawFromExps(flat, flatPre, { ...base, temperature: 0.5 }, { ...ctx, banned: [all] })).toBeNull();
     // The same rows with nothing in the way are drawn here.
-    expect(drawFromExps(flat, flatPre.exps, flatPre.max, { ...base, temperature: 0.5 }, ctx)).not.toBeNull();
+    expect(drawFromExps(flat, flatPre, { ...base, temperature: 0.5 }, ctx)).not.toBeNull();
   });
 
   it("draws the tokens the sampler's own passes draw with top_k and top_p", async () => {
@@ -139,15 +150,20 @@ describe("drawFromExps", () => {
       { temperature: 0.7, topK: 50, topP: 0.95 },
       { temperature: 1.3, topK: 20, topP: 0.6 },
     ];
-    for (const setting of settings) {
-      const { ours, theirs } = await draws(setting, {}, 32_000, 200);
-      expect(ours).toEqual(theirs);
-      if (setting.topK !== 1) expect(new Set(ours).size).toBeGreaterThan(3); // draws, not an argmax
-    }
+    // Over the exps alone, and with a ranked run's top (whose candidates are taken where they
+    // lie within it: top_k 3000 and the nucleus at temperature 1.5 do not).
+    for (const ranked of [false, true])
+      for (const setting of settings) {
+        const { ours, theirs } = await draws(setting, {}, 32_000, 200, ranked);
+        expect(ours).toEqual(theirs);
+        if (setting.topK !== 1) expect(new Set(ours).size).toBeGreaterThan(3); // draws, not an argmax
+      }
     // A vocabulary of qwen 2.5's size, and the touched tokens: a bias lifting one above the
     // row's max, a ban of the max, the repetition penalty and bad words.
-    const a = await draws({ temperature: 0.8, topP: 0.9 }, {}, 151_936, 100);
-    expect(a.ours).toEqual(a.theirs);
+    for (const ranked of [false, true]) {
+      const a = await draws({ temperature: 0.8, topP: 0.9 }, {}, 151_936, 100, ranked);
+      expect(a.ours).toEqual(a.theirs);
+    }
     const top = modelLike(32_000, 100).reduce((best, v, i, l) => (v > l[best] ? i : best), 0);
     const bias = new Map([
       [top, -100],
@@ -166,6 +182,22 @@ describe("drawFromExps", () => {
     }
   });
 
+  it("orders equal exps by id, as the sampler does, with and without a ranked run", async () => {
+    // Logits in steps of 0.5 (exact in float32, so tokens of a step tie), with a few lifted above
+    // the rest: top_k and the nucleus cut through runs of equal tokens.
+    const tied = (k: number) => {
+      const l = Float32Array.from({ length: 4000 }, (_, i) => ((i * 7919 + k) % 9) * 0.5);
+      for (let j = 0; j < 30; j++) l[(j * 131 + k) % 4000] = 6 + (j % 3);
+      return l;
+    };
+    for (const ranked of [false, true])
+      for (const setting of [{ topK: 5 }, { topK: 40 }, { topP: 0.3 }, { topK: 20, topP: 0.7 }, {}]) {
+        const { ours, theirs } = await draws({ temperature: 0.6, ...setting }, {}, 4000, 200, ranked, tied);
+        expect(ours).toEqual(theirs);
+        expect(new Set(ours).size).toBeGreaterThan(3);
+      }
+  });
+
   it("is taken at a temperature, without tail-free sampling or logprobs", () => {
     expect(drawsFromExps({ ...base, temperature: 0.7 }, 100)).toBe(true);
     expect(drawsFromExps({ ...base, temperature: 0.7, topK: 100 }, 100)).toBe(true);
@@ -173,6 +205,10 @@ describe("drawFromExps", () => {
     expect(drawsFromExps({ ...base, temperature: 0 }, 100)).toBe(false);
     expect(drawsFromExps({ ...base, tfs: 0.95 }, 100)).toBe(false);
     expect(drawsFromExps({ ...base, logprobs: 2 }, 100)).toBe(false);
+    // A ranked run's total and top only for rows that bias and the penalty leave alone.
+    expect(ranksFromExps({ ...base, topP: 0.9 })).toBe(true);
+    expect(ranksFromExps({ ...base, bias: new Map([[1, 2]]) })).toBe(false);
+    expect(ranksFromExps({ ...base, repetitionPenalty: 1.1 })).toBe(false);
   });
 });
 

@@ -13,21 +13,27 @@
 // already carries a relative error of 1e-6 into its probability). The sampler sums them in
 // float64 and draws (sampler.ts, drawFromExps). Rows are computed independently, so a row's exps
 // do not depend on the rows beside it.
+// A second, ranked, graph adds what top_k and top_p need, for rows that bias and the repetition
+// penalty leave alone (sampler.ts, ranksFromExps):
+//   total  = ReduceSum(Cast(exps, double))   [rows, 1]   the sum the draw needs, in float64
+//   top    = TopK(exps, 64)                  [rows, 64]  largest first, equal ones lower id first
 import * as ort from "onnxruntime-node";
 import onnxProto from "onnx-proto";
-import { int64s, node } from "./model/onnx-nodes";
+import { int, int64s, node } from "./model/onnx-nodes";
 import { sessionOptions, type SessionSettings } from "./model/session";
 
 const { onnx } = onnxProto;
-const FLOAT = onnx.TensorProto.DataType.FLOAT;
+const { FLOAT, DOUBLE, INT64 } = onnx.TensorProto.DataType;
+/** How many of a row's largest exps the graph sorts (TopK). */
+export const TOP = 64;
 
-function graphBytes(): Uint8Array {
-  const tensor = (name: string, dims: (string | number)[]) =>
+function graphBytes(ranked: boolean): Uint8Array {
+  const tensor = (name: string, dims: (string | number)[], elemType: number = FLOAT) =>
     onnx.ValueInfoProto.create({
       name,
       type: {
         tensorType: {
-          elemType: FLOAT,
+          elemType,
           shape: { dim: dims.map((d) => (typeof d === "string" ? { dimParam: d } : { dimValue: d })) },
         },
       },
@@ -35,13 +41,35 @@ function graphBytes(): Uint8Array {
   const graph = onnx.GraphProto.create({
     name: "lmp_sampling_exps",
     input: [tensor("logits", ["rows", "vocab"]), tensor("temperature", ["rows", 1])],
-    output: [tensor("exps", ["rows", "vocab"]), tensor("max", ["rows", 1])],
-    initializer: [int64s("last_axis", [-1])],
+    output: [
+      tensor("exps", ["rows", "vocab"]),
+      tensor("max", ["rows", 1]),
+      ...(ranked
+        ? [
+            tensor("total", ["rows", 1], DOUBLE),
+            tensor("top_exps", ["rows", TOP]),
+            tensor("top_ids", ["rows", TOP], INT64),
+          ]
+        : []),
+    ],
+    initializer: [int64s("last_axis", [-1]), ...(ranked ? [int64s("top", [TOP])] : [])],
     node: [
       node("Div", ["logits", "temperature"], ["scaled"]),
       node("ReduceMax", ["scaled", "last_axis"], ["max"]),
       node("Sub", ["scaled", "max"], ["shifted"]),
       node("Exp", ["shifted"], ["exps"]),
+      ...(ranked
+        ? [
+            node("Cast", ["exps"], ["exps_double"], [int("to", DOUBLE)]),
+            node("ReduceSum", ["exps_double", "last_axis"], ["total"]),
+            node(
+              "TopK",
+              ["exps", "top"],
+              ["top_exps", "top_ids"],
+              [int("axis", -1), int("largest", 1), int("sorted", 1)],
+            ),
+          ]
+        : []),
     ],
   });
   return onnx.ModelProto.encode(
@@ -54,36 +82,60 @@ export interface RowExps {
   exps: Float32Array;
   /** max over the row of logit / T (float32). */
   max: number;
+  /** From a ranked run: the exps' sum (in float64), and the TOP largest, largest first (ties: lower id first). */
+  total?: number;
+  top?: { exps: Float32Array; ids: BigInt64Array };
 }
 
 export class SamplingExps {
   /** Where rows that do not lie one after another are copied (kept for the next step). */
   private scratch = new Float32Array(0);
 
-  private constructor(private readonly session: ort.InferenceSession) {}
+  private constructor(
+    private readonly plain: ort.InferenceSession,
+    private readonly ranked: ort.InferenceSession,
+  ) {}
 
   static async create(settings: SessionSettings = {}): Promise<SamplingExps> {
-    return new SamplingExps(await ort.InferenceSession.create(graphBytes(), sessionOptions(settings)));
+    const [plain, ranked] = await Promise.all(
+      [false, true].map((r) => ort.InferenceSession.create(graphBytes(r), sessionOptions(settings))),
+    );
+    return new SamplingExps(plain, ranked);
   }
 
   /**
    * Every row's exps at its temperature (> 0). `rows` of equal length; consecutive views of one
-   * buffer are fed as they are, others are copied into one.
+   * buffer are fed as they are, others are copied into one. `ranked` (rows of TOP entries or
+   * more) adds each row's total and top: about 0.1 ms a row at 152k entries, which onnxruntime
+   * spends whether or not they are fetched, hence two sessions.
    */
-  async compute(rows: readonly Float32Array[], temperatures: readonly number[]): Promise<RowExps[]> {
+  async compute(rows: readonly Float32Array[], temperatures: readonly number[], ranked = false): Promise<RowExps[]> {
     const V = rows[0].length;
     const B = rows.length;
-    const out = await this.session.run({
+    const withTop = ranked && V >= TOP;
+    const out = await (withTop ? this.ranked : this.plain).run({
       logits: new ort.Tensor("float32", this.contiguous(rows), [B, V]),
       temperature: new ort.Tensor("float32", Float32Array.from(temperatures), [B, 1]),
     });
     const exps = out.exps.data as Float32Array;
     const max = out.max.data as Float32Array;
-    return rows.map((_, b) => ({ exps: exps.subarray(b * V, (b + 1) * V), max: max[b] }));
+    return rows.map((_, b) => ({
+      exps: exps.subarray(b * V, (b + 1) * V),
+      max: max[b],
+      ...(withTop
+        ? {
+            total: (out.total.data as Float64Array)[b],
+            top: {
+              exps: (out.top_exps.data as Float32Array).subarray(b * TOP, (b + 1) * TOP),
+              ids: (out.top_ids.data as BigInt64Array).subarray(b * TOP, (b + 1) * TOP),
+            },
+          }
+        : {}),
+    }));
   }
 
-  dispose() {
-    return this.session.release();
+  async dispose() {
+    await Promise.all([this.plain.release(), this.ranked.release()]);
   }
 
   /** The rows as one [rows, vocab] array: a view when they already lie one after another. */

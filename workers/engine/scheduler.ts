@@ -30,7 +30,7 @@ import type { DecodeBatch, PrefillState } from "./model/layouts/layout";
 import type { LoadedModel } from "./model/load-model";
 import { createPrng, randomSeed } from "./prng";
 import type { RequestPlan } from "./request-plan";
-import { drawFromExps, drawsFromExps, sampleToken } from "./sampler";
+import { drawFromExps, drawsFromExps, ranksFromExps, sampleToken } from "./sampler";
 import { SamplingExps, type RowExps } from "./sampling-exps";
 import { Sequence } from "./sequence";
 import { tokenTable } from "./token-table";
@@ -602,6 +602,7 @@ export class Scheduler {
       ).compute(
         taking.map((i) => rows[i].logits),
         taking.map((i) => rows[i].job.plan.sampling.temperature),
+        taking.some((i) => ranksFromExps(rows[i].job.plan.sampling)),
       );
       taking.forEach((i, k) => (out[i] = exps[k]));
     } catch (err) {
@@ -620,7 +621,7 @@ export class Scheduler {
       fallbackToken: this.model.info.eosTokenIds[0] ?? 0,
     };
     const p = job.plan.sampling;
-    seq.accept((pre && drawFromExps(logits, pre.exps, pre.max, p, ctx)) ?? sampleToken(logits, p, ctx));
+    seq.accept((pre && drawFromExps(logits, pre, p, ctx)) ?? sampleToken(logits, p, ctx));
   }
 
   /** Ends a job's stream once all its sequences are finished. */
