@@ -150,6 +150,38 @@ describe("the prompt cache between teams", () => {
   });
 });
 
+describe("the prompt cache's bytes between teams", () => {
+  it("are given back by the team that holds the most: another team's new prompts never push out a team's few", async () => {
+    const dir = await llamaModelDir();
+    const prompts = ["small", "large", "quiet", "green", "little"].map((w) => PROMPT.replace("small", w));
+    const probe = await engineOn(dir);
+    const size: number[] = [];
+    for (const prompt of prompts) {
+      const before = probe.scheduler.stats().promptCacheBytes;
+      await probe.engine.generate({ prompt, max_tokens: 2 });
+      size.push(probe.scheduler.stats().promptCacheBytes - before);
+    }
+    await probe.engine.dispose();
+    expect(new Set(size).size).toBe(1); // one size: room for exactly 3
+    const { engine, scheduler } = await engineOn(dir, { promptCacheBytes: 3 * size[0] });
+    const hits = async (prompt: string, tenant: string) => {
+      const before = scheduler.stats().promptCacheHits;
+      await engine.generate({ prompt, max_tokens: 2, tenant });
+      return scheduler.stats().promptCacheHits - before;
+    };
+    const [a, ...others] = prompts;
+    expect(await hits(a, "team-a")).toBe(0);
+    // team-b's four prompts: its third and fourth push out its own first and second, not team-a's
+    // one (the least recently used of all, which a cache shared by recency alone would drop first).
+    for (const b of others) expect(await hits(b, "team-b")).toBe(0);
+    expect(await hits(a, "team-a")).toBe(1);
+    expect(await hits(others[3], "team-b")).toBe(1);
+    expect(await hits(others[0], "team-b")).toBe(0);
+    expect(scheduler.stats().promptCacheBytes).toBeLessThanOrEqual(3 * size[0]);
+    await engine.dispose();
+  });
+});
+
 describe("the prompt cache's bytes", () => {
   it("keeps the most recently used prompts within its bytes, and none larger than them", async () => {
     const dir = await llamaModelDir();

@@ -65,10 +65,10 @@ export interface SchedulerOptions {
    */
   samplingExps?: boolean;
   /**
-   * Bytes of finished prompts' caches (and their first logits) kept for requests whose prompt is
-   * exactly one of them, most recently used first (default 64 MiB; 0: none). Such a request skips
-   * its prefill: n samples of one prompt sent as separate requests, a retry, a benchmark's
-   * identical streams.
+   * Bytes of finished prompts' caches (and their first logits) kept per team for requests whose
+   * prompt is one of them (default 64 MiB; 0: none), or begins like one: such a request skips its
+   * prefill, or the whole chunks they share. Over the limit, the team that holds the most drops
+   * its least recently used.
    */
   promptCacheBytes?: number;
 }
@@ -526,7 +526,7 @@ export class Scheduler {
   /**
    * Keeps a finished prompt's cache and logits (read only from here on: the layouts copy a
    * joiner's cache into their own buffers) within promptCacheBytes, dropping the least recently
-   * used.
+   * used of the team that holds the most.
    */
   private remember(job: GenerationJob, key: string, state: PrefillState, logits: Float32Array) {
     if (this.prompts.has(key)) return;
@@ -534,10 +534,19 @@ export class Scheduler {
     if (bytes > this.promptCacheBytes) return;
     this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant: job.tenant, ids: job.plan.promptIds });
     this.promptBytes += bytes;
-    for (const [k, p] of this.prompts) {
-      if (this.promptBytes <= this.promptCacheBytes) break;
-      this.prompts.delete(k);
-      this.promptBytes -= p.bytes;
+    const held = new Map<string, number>();
+    for (const p of this.prompts.values()) held.set(p.tenant, (held.get(p.tenant) ?? 0) + p.bytes);
+    while (this.promptBytes > this.promptCacheBytes) {
+      // The team holding the most gives way: another team's stream of new prompts cannot push out
+      // a team's few kept ones (its system prompt), only the least used of its own.
+      const largest = [...held].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
+      for (const [k, p] of this.prompts) {
+        if (p.tenant !== largest) continue;
+        this.prompts.delete(k);
+        this.promptBytes -= p.bytes;
+        held.set(largest, held.get(largest)! - p.bytes);
+        break;
+      }
     }
   }
 
