@@ -37,7 +37,9 @@ describe("the exps session", () => {
   it("computes exp(logits / T − max) per row, each row as it is alone", async () => {
     const rows = [modelLike(5000, 1), modelLike(5000, 2), modelLike(5000, 3)];
     const temps = [0.7, 1, 1.6];
-    const together = await exps.compute(rows, temps);
+    // (A run's exps are valid until the next run: kept as copies here.)
+    const copied = (rs: { exps: Float32Array; max: number }[]) => rs.map((r) => ({ ...r, exps: r.exps.slice() }));
+    const together = copied(await exps.compute(rows, temps));
     for (let b = 0; b < rows.length; b++) {
       const scaled = Array.from(rows[b], (v) => Math.fround(v / Math.fround(temps[b])));
       const max = Math.max(...scaled);
@@ -50,6 +52,16 @@ describe("the exps session", () => {
     }
   });
 
+  it("writes a run's exps into one buffer kept from run to run, and its own for a run beside another", async () => {
+    const rows = [modelLike(3000, 7), modelLike(3000, 8)];
+    const first = await exps.compute(rows, [1, 1]);
+    const second = await exps.compute(rows.slice(1), [1]);
+    expect(second[0].exps.buffer).toBe(first[0].exps.buffer); // no new 4.9 MB per step at 8 × 152k
+    const [a, b] = await Promise.all([exps.compute(rows, [1, 1]), exps.compute(rows, [1, 1])]);
+    expect(a[0].exps.buffer).not.toBe(b[0].exps.buffer);
+    expect(Array.from(a[1].exps)).toEqual(Array.from(b[1].exps));
+  });
+
   it("takes rows that lie one after another in one buffer as they are", async () => {
     const buffer = new Float32Array(3 * 4000);
     buffer.set(modelLike(4000, 4), 0);
@@ -57,9 +69,11 @@ describe("the exps session", () => {
     buffer.set(modelLike(4000, 6), 8000);
     const views = [0, 1, 2].map((b) => buffer.subarray(b * 4000, (b + 1) * 4000));
     const copies = views.map((v) => v.slice());
-    const fromViews = await exps.compute([views[2], views[1]], [0.9, 0.9]); // not in buffer order: copied
-    const fromCopies = await exps.compute([copies[2], copies[1]], [0.9, 0.9]);
-    const inOrder = await exps.compute(views.slice(1), [0.9, 0.9]);
+    const run = async (rs: Float32Array[]) =>
+      (await exps.compute(rs, [0.9, 0.9])).map((r) => ({ exps: r.exps.slice() }));
+    const fromViews = await run([views[2], views[1]]); // not in buffer order: copied
+    const fromCopies = await run([copies[2], copies[1]]);
+    const inOrder = await run(views.slice(1));
     expect(Array.from(fromViews[0].exps)).toEqual(Array.from(fromCopies[0].exps));
     expect(Array.from(inOrder[1].exps)).toEqual(Array.from(fromCopies[0].exps));
     expect(Array.from(inOrder[0].exps)).toEqual(Array.from(fromCopies[1].exps));
