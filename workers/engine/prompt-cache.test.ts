@@ -4,6 +4,7 @@
 // keeps within its bytes, least recently used out first.
 import { describe, expect, it } from "vitest";
 import { workerMetrics } from "../metrics";
+import { renderChat } from "./chat-template";
 import { Engine, type EngineOptions } from "./engine";
 import { llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
@@ -129,6 +130,32 @@ describe.each([
       cases.map(([ids, tenant], i) => cached.engine.generate(request(ids, tenant, i))),
     );
     expect(together.map((r) => r.choices.map((c) => c.text))).toEqual(solo.map((s) => s.text));
+    await cached.engine.dispose();
+  });
+});
+
+describe("a conversation's next turn", () => {
+  it("starts from the earlier turn's kept chunks through the chat template, and answers as without the cache", async () => {
+    const chunk = 8;
+    const system = { role: "system" as const, content: `You tell stories. ${LONG}.` };
+    const first = [system, { role: "user" as const, content: "Tell me about the river." }];
+    const turns = async (e: Awaited<ReturnType<typeof engineOn>>) => {
+      const one = await e.engine.generate({ messages: first, max_tokens: 8, temperature: 0 });
+      const answer = { role: "assistant" as const, content: one.choices[0].text };
+      const next = [...first, answer, { role: "user" as const, content: "And the bridge?" }];
+      const two = await e.engine.generate({ messages: next, max_tokens: 8, seed: 3 });
+      return [one, two].map((r) => r.choices[0].text);
+    };
+    const plain = await engineOn(await tinyModelDir(), { promptCacheBytes: 0, prefillChunk: chunk });
+    const expected = await turns(plain);
+    await plain.engine.dispose();
+    const cached = await engineOn(await tinyModelDir(), { prefillChunk: chunk });
+    expect(await turns(cached)).toEqual(expected);
+    const { promptCachePrefixHits, promptCachePrefixTokens } = cached.scheduler.stats();
+    expect(promptCachePrefixHits).toBe(1);
+    // At least the system prompt's and the first question's whole chunks.
+    const firstIds = cached.m.tokenizer.encode(renderChat(cached.m.tokenizer, first), { add_special_tokens: false });
+    expect(promptCachePrefixTokens).toBeGreaterThanOrEqual(Math.floor((firstIds.length - 2) / chunk) * chunk);
     await cached.engine.dispose();
   });
 });
