@@ -18,14 +18,17 @@ async function engineOn(dir: string, opts: Partial<EngineOptions> = {}) {
   return { engine, m, scheduler };
 }
 
-const texts = (rs: { choices: { text: string }[] }[]) => rs.map((r) => r.choices.map((c) => c.text));
-
-describe.each([
+/** One model per cache layout: exact-length, padded and gqa rows, and recurrent states. */
+const MODELS = [
   { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
   { name: "llama, padded rows", dir: llamaModelDir },
   { name: "llama, GroupQueryAttention (gqa rows)", dir: () => llamaLayoutDir("gqa") },
   { name: "hybrid llama (recurrent states)", dir: () => llamaLayoutDir("hybrid") },
-])("the prompt cache: $name", ({ dir }) => {
+];
+
+const texts = (rs: { choices: { text: string }[] }[]) => rs.map((r) => r.choices.map((c) => c.text));
+
+describe.each(MODELS)("the prompt cache: $name", ({ dir }) => {
   const requests = [
     { prompt: PROMPT, max_tokens: 12, seed: 1, temperature: 0.8 },
     { prompt: PROMPT, max_tokens: 12, seed: 2, temperature: 0.8 },
@@ -67,12 +70,7 @@ describe.each([
   });
 });
 
-describe.each([
-  { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
-  { name: "llama, padded rows", dir: llamaModelDir },
-  { name: "llama, GroupQueryAttention (gqa rows)", dir: () => llamaLayoutDir("gqa") },
-  { name: "hybrid llama (recurrent states)", dir: () => llamaLayoutDir("hybrid") },
-])("a kept prompt's beginning: $name", ({ dir }) => {
+describe.each(MODELS)("a kept prompt's beginning: $name", ({ dir }) => {
   it("a prompt that begins like a kept one skips the whole chunks they share, and answers as without the cache", async () => {
     const chunk = 8;
     const plain = await engineOn(await dir(), { promptCacheBytes: 0, prefillChunk: chunk });
