@@ -174,9 +174,9 @@ async function benchDtype(
   log(`throughput: 1 stream ${single.toFixed(1)} tok/s, 8 streams ${aggregate.toFixed(1)} tok/s`);
 
   // 3. Time to first token of a new request: idle engine vs while 8 streams decode.
-  const ttft = async () => {
+  const ttft = async (prompt = LONG_PROMPT) => {
     const start = now();
-    for await (const e of await engine.start({ prompt: LONG_PROMPT, max_tokens: 1, temperature: 0 }))
+    for await (const e of await engine.start({ prompt, max_tokens: 1, temperature: 0 }))
       if (e.type === "delta" || e.type === "finish") break;
     return now() - start;
   };
@@ -232,19 +232,13 @@ async function benchDtype(
   // default 64 MiB) followed by different questions. Each new system prompt's first question is
   // prefilled whole; the next ones start from its kept whole chunks.
   if (promptCache) {
-    const first = async (prompt: string) => {
-      const start = now();
-      for await (const e of await engine.start({ prompt, max_tokens: 1, temperature: 0 }))
-        if (e.type === "delta" || e.type === "finish") break;
-      return now() - start;
-    };
     const cold: number[] = [];
     const warm: number[] = [];
     for (let round = 0; round < (quick ? 1 : 3); round++) {
       let system = `System ${round}: you answer questions about the town.`;
       while (m.tokenizer.encode(system).length < 700) system += ` ${LONG_PROMPT}`;
-      cold.push(await first(`${system}\nQuestion 0: who built the bridge?`));
-      for (let q = 1; q <= 3; q++) warm.push(await first(`${system}\nQuestion ${q}: what is under bridge ${q}?`));
+      cold.push(await ttft(`${system}\nQuestion 0: who built the bridge?`));
+      for (let q = 1; q <= 3; q++) warm.push(await ttft(`${system}\nQuestion ${q}: what is under bridge ${q}?`));
     }
     log(
       `shared system prompt, first token: first question ${median(cold).toFixed(0)} ms, next ones ${median(warm).toFixed(0)} ms`,

@@ -202,7 +202,7 @@ function headFromTop(pre: RowExps, p: SamplingParams): { ids: number[]; probs: F
   let valid = 0; // tokens that can be drawn (not 0, see EXP_BUCKETS)
   while (valid < top.length && top[valid] >= MIN_TAKEN) valid++;
   const whole = valid < top.length;
-  const count = p.topK !== undefined && p.topK < pre.exps.length ? p.topK : Infinity;
+  const count = topKCount(p, pre.exps.length);
   if (count !== Infinity) {
     if (count > valid && !whole) return null;
     const ids = Array.from(topIds.subarray(0, Math.min(count, valid)), Number);
@@ -214,8 +214,10 @@ function headFromTop(pre: RowExps, p: SamplingParams): { ids: number[]; probs: F
   return { ids: Array.from(topIds.subarray(0, valid), Number), probs };
 }
 
-const truncates = (p: SamplingParams, vocab: number) =>
-  (p.topK !== undefined && p.topK < vocab) || p.tfs < 1 || p.topP < 1;
+/** How many tokens top_k keeps: Infinity when it keeps the whole vocabulary (or is not set). */
+const topKCount = (p: SamplingParams, vocab: number) => (p.topK !== undefined && p.topK < vocab ? p.topK : Infinity);
+
+const truncates = (p: SamplingParams, vocab: number) => topKCount(p, vocab) < vocab || p.tfs < 1 || p.topP < 1;
 
 /**
  * draw()'s top_k / top_p over a row's exps (patched): the same candidates, most likely first
@@ -231,7 +233,7 @@ const truncates = (p: SamplingParams, vocab: number) =>
 function truncatedFromExps(exps: Float32Array, p: SamplingParams, prng: Prng): SampleResult | null {
   const n = exps.length;
   const bits = new Int32Array(exps.buffer, exps.byteOffset, n);
-  const count = p.topK !== undefined && p.topK < n ? p.topK : Infinity;
+  const count = topKCount(p, n);
   expCounts.fill(0);
   let total = NaN;
   if (count === Infinity) {
@@ -368,8 +370,9 @@ function truncated(
   p: SamplingParams,
   z: { total: number },
 ): { ids: number[]; probs: Float64Array } {
-  if (p.topK !== undefined && p.topK < l.length) {
-    const ids = sortedHead(l, max, p.topK, null).slice(0, p.topK);
+  const count = topKCount(p, l.length);
+  if (count !== Infinity) {
+    const ids = sortedHead(l, max, count, null).slice(0, count);
     return { ids, probs: normalized(ids, l, max) };
   }
   if (p.tfs < 1) {

@@ -453,8 +453,7 @@ export class Scheduler {
     const key = job.prefilled === 0 && this.promptCacheBytes > 0 ? promptKey(job) : null;
     const cached = key !== null ? this.prompts.get(key) : undefined;
     if (cached) {
-      this.prompts.delete(key!); // most recently used: last
-      this.prompts.set(key!, cached);
+      this.used(key!, cached);
       this.promptHits++;
       job.prefilled = ids.length;
       await this.finishPrefill(job, cached.state, cached.logits);
@@ -515,12 +514,17 @@ export class Scheduler {
       if (n - (n % chunk) > length) [best, length] = [entry, n - (n % chunk)];
     }
     if (!best) return;
-    this.prompts.delete(best[0]); // most recently used: last
-    this.prompts.set(best[0], best[1]);
+    this.used(...best);
     job.prefillKv = this.model.runner.prefix(best[1].state, length, ids.length);
     job.prefilled = length;
     this.prefixHits++;
     this.prefixTokens += length;
+  }
+
+  /** A kept prompt just used: most recently used, so last in the map. */
+  private used(key: string, prompt: CachedPrompt) {
+    this.prompts.delete(key);
+    this.prompts.set(key, prompt);
   }
 
   /**

@@ -50,7 +50,7 @@ export class ExactLengthBatch implements DecodeBatch {
     private readonly io: GraphIo,
     private readonly spareForMs = KV_SHRINK_AFTER_MS,
   ) {
-    this.sliced = io.sig.kv.entries.every((e) => e.lastToken);
+    this.sliced = io.sliced;
   }
 
   get size() {

@@ -18,6 +18,11 @@ import { zeroStates } from "./state-rows";
 
 export class GraphIo {
   readonly rowSize: number; // cache elements per token per entry (heads × head_dim)
+  /**
+   * Whether every cache entry has its new-column output (../last-token-outputs.ts): passes then
+   * fetch only those, and prefill writes them into buffers sized for the whole prompt.
+   */
+  readonly sliced: boolean;
   private readonly keepLast = new ort.Tensor("int64", BigInt64Array.of(1n), []);
 
   constructor(
@@ -26,6 +31,7 @@ export class GraphIo {
     readonly vocabSize: number,
   ) {
     this.rowSize = sig.kv.heads * sig.kv.headDim;
+    this.sliced = sig.kv.entries.every((e) => e.lastToken);
   }
 
   /**
@@ -86,14 +92,13 @@ export class GraphIo {
     const { kv } = this.sig;
     const S = end - start;
     const D = kv.headDim;
-    const inPlace = kv.entries.every((e) => e.lastToken);
     const feeds: Record<string, OrtTensor> = {
       ...this.inputs(ids.slice(start, end), 1, S, () => Array.from({ length: S }, (_, i) => start + i), start > 0),
       attention_mask: onesMask(1, end),
       ...this.past(state?.presents ?? kv.entries.map(() => newKvArray(kv.type, 0)), [1, kv.heads, start, D]),
     };
     const fetches: Record<string, OrtTensor | null> = { logits: null };
-    for (const e of kv.entries) fetches[inPlace ? e.lastToken! : e.present] = null;
+    for (const e of kv.entries) fetches[this.sliced ? e.lastToken! : e.present] = null;
     const stateBefore = state?.states ?? zeroStates(this.sig.states);
     this.sig.states.forEach((s, i) => {
       feeds[s.past] = kvTensor(s.type, stateBefore[i], [1, ...s.dims]);
@@ -102,7 +107,8 @@ export class GraphIo {
     const out = await this.session.run(feeds, fetches);
     const logits = this.lastLogits(out.logits, 1)[0];
     const states = this.sig.states.length ? this.sig.states.map((s) => kvData(out[s.present])) : undefined;
-    if (!inPlace) return { state: { presents: kv.entries.map((e) => out[e.present]), length: end, states }, logits };
+    if (!this.sliced)
+      return { state: { presents: kv.entries.map((e) => out[e.present]), length: end, states }, logits };
     const buffers = state?.buffers ?? kv.entries.map(() => newKvArray(kv.type, kv.heads * ids.length * D));
     const presents = kv.entries.map((e, i) => {
       const buf = buffers[i];
@@ -123,14 +129,13 @@ export class GraphIo {
     const { kv } = this.sig;
     if (this.sig.states.length || length > state.length) throw new Error("no such prefix");
     const D = kv.headDim;
-    const inPlace = kv.entries.every((e) => e.lastToken);
-    const buffers = kv.entries.map(() => newKvArray(kv.type, kv.heads * (inPlace ? promptLength : length) * D));
+    const buffers = kv.entries.map(() => newKvArray(kv.type, kv.heads * (this.sliced ? promptLength : length) * D));
     const presents = kv.entries.map((_, i) => {
       const from = state.presents[i];
       copyRow(kvData(from), 0, from.dims[2], buffers[i], 0, length, length, kv.heads, D);
       return kvTensor(kv.type, buffers[i].subarray(0, kv.heads * length * D), [1, kv.heads, length, D]);
     });
-    return { presents, length, buffers: inPlace ? buffers : undefined };
+    return { presents, length, buffers: this.sliced ? buffers : undefined };
   }
 }
 

@@ -35,7 +35,7 @@ export abstract class RowsBatch {
   constructor(protected readonly io: GraphIo) {
     const { kv } = io.sig;
     this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
-    this.sliced = kv.entries.every((e) => e.lastToken);
+    this.sliced = io.sliced;
     this.states = io.sig.states.length ? new StateRows(io.sig.states) : null;
   }
 
