@@ -427,6 +427,8 @@ export class Scheduler {
   private reshapeMs = 0;
   private lastMoved = 0;
   private stepStart = 0;
+  /** A decode step's parts, for the trace: its pass(es), the exps run, the draws. */
+  private parts = { passMs: 0, expsMs: 0, drawMs: 0 };
 
   private traceStep() {
     const at = performance.now();
@@ -438,6 +440,7 @@ export class Scheduler {
       rows: this.rows.length,
       reshapeMs: +this.reshapeMs.toFixed(2),
       moved: moved >= this.lastMoved ? moved - this.lastMoved : moved,
+      ...(this.lastStep === "decode" ? this.parts : {}),
     });
     this.reshapeMs = 0;
     this.lastMoved = moved;
@@ -578,18 +581,27 @@ export class Scheduler {
       rows.map((r) => r.seq.pendingToken),
       between,
     );
+    const passed = performance.now();
     const touched = new Set<GenerationJob>();
     // In join order (slots are not), so each request's events come in the order they always did.
     const order = rows.map((_, i) => i).sort((a, b) => rows[a].joined - rows[b].joined);
     const pre = await this.expsFor(
       rows.map((r, i) => ({ job: r.job, logits: logits[i], done: r.seq.finished !== null })),
     );
+    const computed = performance.now();
     for (const i of order) {
       const r = rows[i];
       if (r.job.cancelled || r.seq.finished) continue;
       this.sampleInto(r.seq, r.job, logits[i], pre[i]);
       touched.add(r.job);
     }
+    const r2 = (x: number) => Math.round(x * 100) / 100;
+    if (tracing)
+      this.parts = {
+        passMs: r2(passed - this.stepStart),
+        expsMs: r2(computed - passed),
+        drawMs: r2(performance.now() - computed),
+      };
     for (const job of touched) this.settle(job);
     return prefilled;
   }

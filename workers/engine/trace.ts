@@ -1,6 +1,7 @@
 // ENGINE_TRACE=<file>: the scheduler appends one JSON line per forward pass ({k: "prefill" or
 // "decode", at: Date.now() at its end, ms, rows, reshapeMs: cache reshaping before it, moved:
-// cache bytes copied}) and one per request's first token ({k: "first", at, tenant, n, queuedMs,
+// cache bytes copied; a decode step adds passMs, expsMs and drawMs: its pass(es), the sampling
+// exps run and the draws}) and one per request's first token ({k: "first", at, tenant, n, queuedMs,
 // ttftMs: from submit}), to see where the time goes (`npm run bench -- fairness --trace`
 // summarizes it). Off unless set; lines are buffered and written when the engine idles.
 import { appendFileSync } from "node:fs";
