@@ -23,6 +23,17 @@ describe("parseEnv", () => {
     );
   });
 
+  it("parses WORKER_SERVES, and stops on a bad entry with a message naming the variable", () => {
+    const dir = tmp();
+    expect(parseEnv({ DATA_DIR: dir }).WORKER_SERVES).toEqual([]);
+    expect(parseEnv({ DATA_DIR: dir, WORKER_SERVES: "Qwen/*,*@q4" }).WORKER_SERVES.map((p) => p.text)).toEqual([
+      "Qwen/*",
+      "*@q4",
+    ]);
+    expect(() => parseEnv({ DATA_DIR: dir, WORKER_SERVES: "org/m@q5" })).toThrow(EnvError);
+    expect(() => parseEnv({ DATA_DIR: dir, WORKER_SERVES: "org/m@q5" })).toThrow(/WORKER_SERVES: entry "org\/m@q5"/);
+  });
+
   it("generates AUTH_SECRET once, keeps it in DATA_DIR with mode 0600, and reuses it", () => {
     const dir = tmp();
     const first = parseEnv({ DATA_DIR: dir }).AUTH_SECRET;

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
+import { parsePlacements } from "./contracts/placement";
 
 /**
  * Configuration, validated once for every process (app, worker, CLI, launcher).
@@ -131,6 +132,21 @@ const EnvSchema = z.object({
   MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(60),
   /** Samples per deletion transaction (retention, deleted pipelines, delete-samples). */
   DELETE_BATCH_SIZE: positiveInt.max(100_000).default(1000),
+  /**
+   * Which of the deployments table's models a worker loads: comma-separated `GLOB[@DTYPE]`
+   * entries (lib/contracts/placement.ts); unset, every one.
+   */
+  WORKER_SERVES: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      try {
+        return parsePlacements(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    }),
   /** Comma-separated models a worker serves in addition to those of the deployments table. */
   WORKER_MODELS: z
     .string()

@@ -9,6 +9,7 @@ import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
+import { places } from "@/lib/contracts/placement";
 import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine/engine";
 import { workerMetrics } from "./metrics";
@@ -26,10 +27,17 @@ async function main(): Promise<void> {
   const e = env();
   const handle = getDb();
 
-  const servedModels = async (): Promise<Served[]> => [
-    ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
-    ...(await listDeployedModels(handle.db)),
-  ];
+  // WORKER_MODELS are always loaded; the deployments table's models as WORKER_SERVES places them.
+  const servedModels = async (): Promise<{ wanted: Served[]; excluded: Served[] }> => {
+    const deployed = await listDeployedModels(handle.db);
+    return {
+      wanted: [
+        ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
+        ...deployed.filter((d) => places(e.WORKER_SERVES, d)),
+      ],
+      excluded: deployed.filter((d) => !places(e.WORKER_SERVES, d)),
+    };
+  };
   const engine = new Engine({
     models: [],
     ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
@@ -52,7 +60,8 @@ async function main(): Promise<void> {
   const supervisor = new ModelSupervisor(engine, (models, modelStates) =>
     registration.advertise({ models, modelStates }),
   );
-  supervisor.sync(await servedModels());
+  const served = await servedModels();
+  supervisor.sync(served.wanted, served.excluded);
   const packager = startPackager({
     db: handle.db,
     blobs: blobStore(),
@@ -88,7 +97,7 @@ async function main(): Promise<void> {
   // Follow the deployments table: a new deployment's model starts loading within one interval.
   const refresh = setInterval(() => {
     servedModels()
-      .then((wanted) => supervisor.sync(wanted))
+      .then(({ wanted, excluded }) => supervisor.sync(wanted, excluded))
       .catch((err: unknown) => logger().error({ err }, "model refresh failed"));
   }, e.WORKER_HEARTBEAT_SECONDS * 1000);
   refresh.unref();

@@ -95,4 +95,39 @@ describe("ModelSupervisor", () => {
     expect(states["org/d#fp32"]).not.toHaveProperty("notes");
     expect(lines).toContain(`[worker] org/c (q8, exact-length) ready; ${note}`);
   });
+
+  it("publishes the models WORKER_SERVES leaves out as excluded, never loads them, and forgets them once undeployed", async () => {
+    const { engine, loads, retained } = fakeEngine();
+    let states: Record<string, ModelState> = {};
+    let ready: string[] = [];
+    const lines: string[] = [];
+    const supervisor = new ModelSupervisor(
+      engine,
+      async (r, s) => void ((ready = r), (states = s)),
+      0,
+      (l) => lines.push(l),
+    );
+    const mine = { model: "org/a", dtype: "q4" as const };
+    const theirs = { model: "big/b", dtype: "fp32" as const };
+    supervisor.sync([mine], [theirs]);
+    supervisor.sync([mine], [theirs]); // every heartbeat: no second log line
+    expect(loads.map((l) => l.model)).toEqual(["org/a"]);
+    expect(retained.at(-1)).toEqual(["org/a#q4"]);
+    loads[0]!.resolve(loaded);
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(states["big/b#fp32"]?.state).toBe("excluded");
+    expect(ready).toEqual(["org/a#q4"]);
+    expect(lines.filter((l) => l.includes("big/b"))).toEqual([
+      "[worker] big/b (fp32) left to other workers: WORKER_SERVES does not include it",
+    ]);
+    // The same model in a dtype this worker serves (also WORKER_MODELS) is loaded, not excluded.
+    supervisor.sync([mine, { model: "big/b", dtype: "fp32" }], [theirs]);
+    expect(loads.map((l) => l.model)).toEqual(["org/a", "big/b"]);
+    await supervisor.flush();
+    expect(states["big/b#fp32"]?.state).toBe("pending");
+    supervisor.sync([mine], []); // undeployed
+    await supervisor.flush();
+    expect(Object.keys(states)).toEqual(["org/a#q4"]);
+  });
 });

@@ -2,7 +2,8 @@
 // WORKER_MODELS, dtype auto) is loaded as soon as the worker learns of it, not at its first
 // request, and each one's state (downloading with bytes, loading, ready, failed with the reason)
 // is published in the registry, where the app reads it: the dashboard and the API show it, and
-// requests get a 503 with Retry-After while a model downloads instead of waiting for it.
+// requests get a 503 with Retry-After while a model downloads instead of waiting for it. A
+// deployed model that WORKER_SERVES leaves to other workers is published as `excluded`.
 import { servedModelKey, type DtypeChoice, type ModelState } from "@/lib/contracts/models";
 import type { Engine } from "./engine/engine";
 import { isEngineError } from "./engine/errors";
@@ -34,19 +35,30 @@ export class ModelSupervisor {
     private readonly log: (line: string) => void = (line) => logger().info(line),
   ) {}
 
-  /** Follows the wanted set: loads what is new (and, after a minute, retries what failed). */
-  sync(wanted: Served[]): void {
+  /**
+   * Follows the wanted set: loads what is new (and, after a minute, retries what failed).
+   * `excluded`: deployed models this worker leaves to others (WORKER_SERVES), published as such.
+   */
+  sync(wanted: Served[], excluded: Served[] = []): void {
     this.engine.setModels([...new Set(wanted.map((w) => w.model))]);
     // What no deployment serves any more is unloaded once its running requests have finished.
     this.engine.retain(wanted, (model, dtype) => this.log(`[worker] ${model} (${dtype}) unloaded: no longer deployed`));
     const keys = new Set(wanted.map((w) => servedModelKey(w.model, w.dtype)));
+    const left = new Map(excluded.map((w) => [servedModelKey(w.model, w.dtype), w]));
+    for (const key of keys) left.delete(key);
     this.wanted = keys;
-    for (const key of [...this.states.keys()]) if (!keys.has(key)) this.states.delete(key);
+    for (const key of [...this.states.keys()]) if (!keys.has(key) && !left.has(key)) this.states.delete(key);
     for (const w of wanted) {
       const key = servedModelKey(w.model, w.dtype);
       const s = this.states.get(key);
       const retry = s?.state === "failed" && Date.now() - (this.failedAt.get(key) ?? 0) > RETRY_FAILED_MS;
-      if (!s || retry) this.load(w, key);
+      if (!s || s.state === "excluded" || retry) this.load(w, key);
+    }
+    for (const [key, w] of left) {
+      if (this.states.get(key)?.state === "excluded") continue;
+      this.loads.delete(key);
+      this.set(key, { state: "excluded" });
+      this.log(`[worker] ${w.model} (${w.dtype}) left to other workers: WORKER_SERVES does not include it`);
     }
     this.changed(true);
   }

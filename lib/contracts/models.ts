@@ -44,10 +44,11 @@ export const servedModelKey = (model: string, dtype: string) => `${model}#${dtyp
 /**
  * A worker's state of one served model: `pending` (known, not started), `downloading` (hub
  * files; bytes done of total), `loading` (creating the session), `ready`, or `failed` with the
- * reason (`reason` is the engine's classification: not_found, unauthorized, missing_dtype…).
+ * reason (`reason` is the engine's classification: not_found, unauthorized, missing_dtype…);
+ * `excluded` when the worker's WORKER_SERVES leaves the model to other workers (placement.ts).
  */
 export const ModelStateSchema = z.object({
-  state: z.enum(["pending", "downloading", "loading", "ready", "failed"]),
+  state: z.enum(["pending", "downloading", "loading", "ready", "failed", "excluded"]),
   /** The dtype the engine chose (for `auto`), once known. */
   dtype: z.string().optional(),
   done: z.number().optional(),

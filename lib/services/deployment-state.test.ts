@@ -42,4 +42,17 @@ describe("stateOf", () => {
       message: null,
     });
   });
+
+  it("says no worker serves the model only when every live worker leaves it out (WORKER_SERVES)", () => {
+    const excluded = worker("a", { "org/m#q8": { state: "excluded" } });
+    const unplaced = stateOf([excluded, worker("b", { "org/m#q8": { state: "excluded" } })], d);
+    expect(unplaced).toMatchObject({ state: "pending", reason: "excluded", progress: null });
+    expect(unplaced.message).toMatch(/No running worker serves this deployment's model \(org\/m\).*WORKER_SERVES/);
+    // Another worker has not reported it yet (it may load it within a heartbeat): waiting for it.
+    const waiting = stateOf([excluded, worker("b", {})], d);
+    expect(waiting).toMatchObject({ state: "pending", reason: null, message: "Waiting for a worker to pick it up." });
+    // Another worker loads it: its state, whatever the others leave out.
+    expect(stateOf([excluded, worker("b", { "org/m#q8": { state: "loading" } })], d).state).toBe("loading");
+    expect(stateOf([worker("b", { "org/m#q8": { state: "failed", error: "x" } }), excluded], d).state).toBe("failed");
+  });
 });

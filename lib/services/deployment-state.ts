@@ -2,7 +2,7 @@ import type { DeploymentState } from "../contracts/deployments";
 import { servedModelKey } from "../contracts/models";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
-import { deploymentState, liveWorkers, type LiveWorker } from "./inference-routing";
+import { deploymentState, liveWorkers, unplacedMessage, type LiveWorker } from "./inference-routing";
 
 /**
  * A deployment's state as its users see it, from what the live workers report: the best state
@@ -17,6 +17,8 @@ export function stateOf(
   // on each request, and one that is down is reported then (503) and passed over for a while.
   if (d.upstreamKind) return { state: "ready", dtype: null, progress: null, message: null, reason: null };
   const s = deploymentState(live, servedModelKey(d.model, d.dtype));
+  if (s?.state === "excluded")
+    return { state: "pending", dtype: null, progress: null, message: unplacedMessage(d.model), reason: "excluded" };
   if (!s) {
     return {
       state: "pending",

@@ -54,9 +54,11 @@ const avoided = (w: LiveWorker) => (avoidUntil.get(w.id) ?? 0) > Date.now();
 /**
  * Where a served model stands across the live workers: the best state any of them reports
  * (ready > loading > downloading > pending > failed). Null when no live worker knows it yet.
+ * `excluded` only when every live worker leaves it out (WORKER_SERVES): one that has not
+ * reported it yet may still load it (a deployment created a moment ago).
  */
 export function deploymentState(live: LiveWorker[], key: string): ModelState | null {
-  const rank = { ready: 5, loading: 4, downloading: 3, pending: 2, failed: 1 } as const;
+  const rank = { ready: 5, loading: 4, downloading: 3, pending: 2, failed: 1, excluded: 0 } as const;
   let best: ModelState | null = null;
   for (const w of live) {
     const reported = w.modelStates[key];
@@ -65,6 +67,7 @@ export function deploymentState(live: LiveWorker[], key: string): ModelState | n
     if (!best || rank[s.state] > rank[best.state] || (s.state === best.state && (s.done ?? 0) > (best.done ?? 0)))
       best = s;
   }
+  if (best?.state === "excluded" && !live.every((w) => w.modelStates[key]?.state === "excluded")) return null;
   return best;
 }
 
@@ -77,6 +80,7 @@ const LOADING_WAIT_MS = 10_000;
  * - a worker is downloading it: 503 at once, with the progress and Retry-After;
  * - a worker is loading it (or about to): the request waits up to 10 s for it;
  * - every worker that knows it failed to load it: 503 with the reason;
+ * - every live worker leaves it out (WORKER_SERVES): 503 at once, saying so;
  * - no live worker knows it yet (a deployment created a moment ago: workers pick new ones up
  *   within one heartbeat): the request waits up to two heartbeats.
  * An empty list means no worker at all (503 "no worker").
@@ -104,6 +108,7 @@ export async function workersFor(
     const state = deploymentState(live, key);
     if (state?.state === "downloading") throw modelDownloading(state);
     if (state?.state === "failed") throw modelFailed(state);
+    if (state?.state === "excluded") throw modelExcluded(key);
     const waited = Date.now() - started;
     const limit = state ? LOADING_WAIT_MS : unknownWaitMs;
     if (live.length === 0 || waited >= limit || signal?.aborted) {
@@ -130,6 +135,12 @@ const modelNotReady = (s: ModelState) =>
   });
 const modelFailed = (s: ModelState) =>
   new ApiError(503, "internal", `This deployment's model could not be loaded: ${s.error ?? "unknown error"}`);
+const modelExcluded = (key: string) =>
+  new ApiError(503, "internal", unplacedMessage(key.slice(0, key.lastIndexOf("#"))));
+/** What a deployment that no live worker is set to serve says (its state's message, its requests' 503). */
+export const unplacedMessage = (model: string) =>
+  `No running worker serves this deployment's model (${model}): every live worker's WORKER_SERVES leaves it out. ` +
+  "Start a worker whose WORKER_SERVES includes it, or unset WORKER_SERVES on one.";
 const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
 
 /** Worker errors (engine codes) as the platform's HTTP errors. */

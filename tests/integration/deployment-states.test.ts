@@ -24,8 +24,9 @@ let teamId: string;
 let teamSlug: string;
 
 beforeAll(async () => {
-  hub = await startHubServer({ repos: { "acme/tiny": inject("tinyModel") } });
-  world = await ownWorld("states", { worker: { HF_ENDPOINT: hub.url } });
+  hub = await startHubServer({ repos: { "acme/tiny": inject("tinyModel"), "beta/tiny": inject("tinyModel") } });
+  // This worker loads acme's hub models and local folders only: beta/tiny is left to others.
+  world = await ownWorld("states", { worker: { HF_ENDPOINT: hub.url, WORKER_SERVES: "acme/*,/*" } });
   handle = world.handle;
   base = world.app.url;
   const team = await createTeam(handle.db, { slug: "states" });
@@ -141,4 +142,20 @@ describe("deployment states", () => {
     // A model served at its best says nothing.
     expect((await state("from-hub")).status.message).toBeNull();
   }, 60_000);
+
+  it("says so, and answers 503 at once, when no live worker is set to serve the model (WORKER_SERVES)", async () => {
+    await createDeployment(handle.db, { teamId, name: "unplaced", model: "beta/tiny", dtype: "fp32" });
+    await expect.poll(async () => (await state("unplaced")).status.reason, { timeout: 10_000 }).toBe("excluded");
+    const status = (await state("unplaced")).status;
+    expect(status.state).toBe("pending");
+    expect(status.message).toMatch(/No running worker serves this deployment's model \(beta\/tiny\).*WORKER_SERVES/);
+    const t0 = Date.now();
+    const res = await complete("unplaced");
+    expect(Date.now() - t0).toBeLessThan(2_000); // no wait for a worker that will never load it
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/WORKER_SERVES/);
+    expect(world.worker.logs.some((l) => l.includes("[worker] beta/tiny (fp32) left to other workers"))).toBe(true);
+    expect(hub.requests.some((r) => r.path.includes("beta/tiny"))).toBe(false); // nothing downloaded
+    expect((await complete("from-hub")).status).toBe(200); // the models it does serve are unaffected
+  }, 30_000);
 });
