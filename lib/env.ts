@@ -64,6 +64,8 @@ const EnvSchema = z.object({
    * (workers/engine/scheduler.ts, promptCacheBytes). 0: none.
    */
   WORKER_PROMPT_CACHE_MB: z.coerce.number().int().min(0).default(64),
+  /** Whether the prompt cache also keeps finished chat answers, for the conversation's next turn. */
+  WORKER_PROMPT_CACHE_ANSWERS: z.enum(["on", "off"]).default("on"),
   /**
    * Whether q8/int8/uint8 models batch their rows (their activations quantized row by row, the
    * weights kept twice in memory: workers/engine/model/row-quantization.ts). `off`: one pass per row.

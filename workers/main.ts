@@ -42,6 +42,7 @@ async function main(): Promise<void> {
     models: [],
     ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
     promptCacheBytes: e.WORKER_PROMPT_CACHE_MB * 2 ** 20,
+    promptCacheAnswers: e.WORKER_PROMPT_CACHE_ANSWERS === "on",
     loadOptions: (_id, dtype) => ({
       dtype,
       rowWiseQuantization: e.WORKER_ROW_QUANTIZATION === "on",

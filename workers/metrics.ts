@@ -10,7 +10,14 @@ export function workerMetrics(engine: Engine): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const sum = async (
-    field: "queued" | "running" | "kvBytes" | "promptCacheBytes" | "promptCacheHits" | "promptCachePrefixTokens",
+    field:
+      | "queued"
+      | "running"
+      | "kvBytes"
+      | "promptCacheBytes"
+      | "promptCacheHits"
+      | "promptCachePrefixTokens"
+      | "promptCacheAnswers",
   ) => (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
   new Gauge({
     name: "lmp_engine_queue_depth",
@@ -54,10 +61,18 @@ export function workerMetrics(engine: Engine): Registry {
   });
   new Gauge({
     name: "lmp_prompt_cache_prefix_tokens",
-    help: "Prompt tokens not prefilled because a kept prompt of the same team began with them, since their models were loaded.",
+    help: "Prompt tokens not prefilled because a kept prompt (or chat answer) of the same team began with them, since their models were loaded.",
     registers: [registry],
     async collect() {
       this.set(await sum("promptCachePrefixTokens"));
+    },
+  });
+  new Gauge({
+    name: "lmp_prompt_cache_answers",
+    help: "Finished chat answers whose caches were kept for their conversation's next turn, since their models were loaded.",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("promptCacheAnswers"));
     },
   });
   return registry;

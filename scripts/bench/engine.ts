@@ -10,7 +10,9 @@
 // the same prompt). `--prompt-cache` turns it on, to see what it does to the 8 streams (the
 // decode rates and times to first token then time cached prompts: read only the throughput), and
 // adds shared_prefix_ttft_speedup: the first token of a question after a ~700-token system prompt,
-// the system prompt's first question / the next ones (which start from its kept chunks).
+// the system prompt's first question / the next ones (which start from its kept chunks); and
+// chat_next_turn_ttft_speedup: the first token of a conversation's second turn after a 256-token
+// answer, when only the first turn's prompt was kept / when its answer was kept too.
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -29,6 +31,7 @@ import type { PreTrainedModel } from "@huggingface/transformers";
 import { AutoModelForCausalLM, AutoTokenizer } from "../../workers/engine/transformers";
 import { execFileSync } from "node:child_process";
 import path from "node:path";
+import { renderChat } from "../../workers/engine/chat-template";
 import { Engine } from "../../workers/engine/engine";
 import type { LoadedModel } from "../../workers/engine/model/load-model";
 import { int64Tensor, kvTensor, newKvArray, type OrtTensor } from "../../workers/engine/model/session";
@@ -174,9 +177,10 @@ async function benchDtype(
   log(`throughput: 1 stream ${single.toFixed(1)} tok/s, 8 streams ${aggregate.toFixed(1)} tok/s`);
 
   // 3. Time to first token of a new request: idle engine vs while 8 streams decode.
-  const ttft = async (prompt = LONG_PROMPT) => {
+  const ttft = async (prompt: string | Record<string, unknown> = LONG_PROMPT) => {
     const start = now();
-    for await (const e of await engine.start({ prompt, max_tokens: 1, temperature: 0 }))
+    const request = typeof prompt === "string" ? { prompt } : prompt;
+    for await (const e of await engine.start({ ...request, max_tokens: 1, temperature: 0 }))
       if (e.type === "delta" || e.type === "finish") break;
     return now() - start;
   };
@@ -244,6 +248,36 @@ async function benchDtype(
       `shared system prompt, first token: first question ${median(cold).toFixed(0)} ms, next ones ${median(warm).toFixed(0)} ms`,
     );
     figures.shared_prefix_ttft_speedup = median(cold) / median(warm);
+
+    // 7. A conversation's next turn: its first turn (a 256-token answer) sent as a chat, whose
+    // answer is kept, against the very same first turn sent as a prompt request, whose prompt
+    // alone is kept (as before kept answers). Then the same second turn from each team, as the
+    // ids of the first turn, its answer and a new message: the bench model's tokenizer spells
+    // its tokens out as text that does not encode back to them, where a real model's answer,
+    // sent back as the model wrote it, does.
+    const keptTurn: number[] = [];
+    const promptOnly: number[] = [];
+    let reused = 0;
+    let turnTokens = 0;
+    for (let round = 0; round < (quick ? 1 : 3); round++) {
+      const first = [{ role: "user" as const, content: `Round ${round}: tell me a long story about the village.` }];
+      const turn1 = { max_tokens: quick ? 64 : 256, temperature: 0, logit_bias: noEos, logprobs: 1 };
+      const answer = await engine.generate({ ...turn1, messages: first, tenant: `chat-${round}` });
+      const ids = m.tokenizer.encode(renderChat(m.tokenizer, first), { add_special_tokens: false });
+      await engine.generate({ ...turn1, prompt: ids, tenant: `prompt-${round}` });
+      const generated = answer.choices[0].logprobs!.map((l) => l.token_id);
+      const next = [...ids, ...generated, ...m.tokenizer.encode("\nAnd then?\n", { add_special_tokens: false })];
+      turnTokens = next.length;
+      const before = (await engine.scheduler()).stats().promptCachePrefixTokens;
+      keptTurn.push(await ttft({ prompt: next, tenant: `chat-${round}` }));
+      reused = (await engine.scheduler()).stats().promptCachePrefixTokens - before;
+      promptOnly.push(await ttft({ prompt: next, tenant: `prompt-${round}` }));
+    }
+    log(
+      `a chat's next turn (${turnTokens} tokens), first token: with its first answer kept ` +
+        `${median(keptTurn).toFixed(0)} ms (${reused} tokens reused), its first prompt only ${median(promptOnly).toFixed(0)} ms`,
+    );
+    figures.chat_next_turn_ttft_speedup = median(promptOnly) / median(keptTurn);
   }
   await ref.dispose();
   // 5. Memory (fp32): RSS after 1,000 sequential requests vs after the first 100.

@@ -16,6 +16,11 @@ export interface GenerationJob {
   /** Prompt tokens already run through the model (chunked prefill). */
   prefilled: number;
   prefillKv: PrefillState | null;
+  /**
+   * Leading columns of prefillKv that a prefill from the first token computes bit for bit: all of
+   * them unless the prefill began from a kept answer (Scheduler.reusePrefix). Unset: all.
+   */
+  exactColumns?: number;
   cancelled: boolean;
   done: boolean;
 }

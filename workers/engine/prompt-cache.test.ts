@@ -1,12 +1,14 @@
 // The prompt cache (scheduler.ts, promptCacheBytes): a request whose prompt was prefilled before
 // runs no prefill pass, and one that begins like a kept prompt skips the chunks they share; both
-// answer exactly as without the cache (exact-length, padded, gqa and hybrid models); the cache
-// keeps within its bytes, least recently used out first.
+// answer exactly as without the cache (exact-length, padded, gqa and hybrid models); a chat's
+// finished answer is kept too, and its conversation's next turn starts after it, answering as
+// without the cache within float32 rounding; the cache keeps within its bytes, least recently used
+// out first.
 import { describe, expect, it } from "vitest";
 import { workerMetrics } from "../metrics";
 import { renderChat } from "./chat-template";
 import { Engine, type EngineOptions } from "./engine";
-import { llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
+import { llamaDtypesDir, llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
 const PROMPT = "Once upon a time there was a small village near a river";
 const LONG = `${PROMPT}. The people of the village were fishermen, and every morning they went out on the water`;
@@ -147,7 +149,8 @@ describe("a conversation's next turn", () => {
     const plain = await engineOn(await tinyModelDir(), { promptCacheBytes: 0, prefillChunk: chunk });
     const expected = await turns(plain);
     await plain.engine.dispose();
-    const cached = await engineOn(await tinyModelDir(), { prefillChunk: chunk });
+    // (Kept answers off: only the prefill's own columns are reused, and exactly. See below.)
+    const cached = await engineOn(await tinyModelDir(), { prefillChunk: chunk, promptCacheAnswers: false });
     expect(await turns(cached)).toEqual(expected);
     const { promptCachePrefixHits, promptCachePrefixTokens } = cached.scheduler.stats();
     expect(promptCachePrefixHits).toBe(1);
@@ -155,6 +158,119 @@ describe("a conversation's next turn", () => {
     const firstIds = cached.m.tokenizer.encode(renderChat(cached.m.tokenizer, first), { add_special_tokens: false });
     expect(promptCachePrefixTokens).toBeGreaterThanOrEqual(Math.floor((firstIds.length - 2) / chunk) * chunk);
     await cached.engine.dispose();
+  });
+});
+
+/** And the generated llama, whose padded rows take a prompt chunk on a cache (the third-party one's do not). */
+const ANSWER_MODELS: { name: string; dir: () => Promise<string>; opts?: Partial<EngineOptions> }[] = [
+  ...MODELS,
+  {
+    name: "generated llama (fp32), padded rows with chunks",
+    dir: () => llamaDtypesDir(),
+    opts: { loadOptions: () => ({ dtype: "fp32" }) },
+  },
+];
+
+describe.each(ANSWER_MODELS)("a kept chat answer: $name", ({ name, dir, opts }) => {
+  it("the conversation's next turn starts after the earlier turn's prompt and answer, for its team only", async () => {
+    const chunk = 8;
+    // Two conversations at once: each answer's cache is its own row's (the second's turn 1 ends
+    // first, in the batch's second row).
+    const conversations = [
+      { question: "Tell me about the river.", tokens: 12 },
+      { question: "Who lived in the village?", tokens: 7 },
+    ].map(({ question, tokens }) => ({
+      messages: [
+        { role: "system" as const, content: `You tell stories. ${PROMPT}.` },
+        { role: "user" as const, content: question },
+      ],
+      tokens,
+    }));
+    // Turn 1 runs to max_tokens (EOS banned), of which the model fed all but the last token.
+    // (Chat turns keep their answers; the ids' turn, a prompt request, does not.)
+    const turns = async (
+      e: Awaited<ReturnType<typeof engineOn>>,
+      { messages: first, tokens }: (typeof conversations)[0],
+      tenant?: string,
+    ) => {
+      const noEos = Object.fromEntries(e.m.info.eosTokenIds.map((id) => [String(id), -100]));
+      const one = await e.engine.generate({
+        messages: first,
+        max_tokens: tokens,
+        temperature: 0,
+        logprobs: 1,
+        logit_bias: noEos,
+        tenant,
+      });
+      const firstIds = e.m.tokenizer.encode(renderChat(e.m.tokenizer, first), { add_special_tokens: false });
+      const generated = one.choices[0].logprobs!.map((l) => l.token_id);
+      // Turn 2 as the ids the model fed and more (a chat client's re-rendered text may tokenize
+      // the answer otherwise: then the reuse stops where the ids part), and as a chat.
+      const ids = await e.engine.generate({
+        prompt: [...firstIds, ...generated, ...firstIds.slice(0, 5)],
+        max_tokens: 6,
+        temperature: 0,
+        logprobs: 3,
+        tenant,
+      });
+      const answer = { role: "assistant" as const, content: one.choices[0].text };
+      const next = [...first, answer, { role: "user" as const, content: "And the bridge?" }];
+      const chat = await e.engine.generate({
+        messages: next,
+        max_tokens: 6,
+        temperature: 0,
+        logit_bias: noEos,
+        tenant,
+      });
+      const logprobs = ids.choices[0].logprobs!.flatMap((l) => l.top_logprobs.map((t) => t.logprob));
+      return { texts: [one, ids, chat].map((r) => r.choices[0].text), fed: firstIds.length + tokens - 1, logprobs };
+    };
+    const both = (e: Awaited<ReturnType<typeof engineOn>>, tenant?: string) =>
+      Promise.all(conversations.map((c) => turns(e, c, tenant)));
+    const plain = await engineOn(await dir(), { ...opts, promptCacheBytes: 0, prefillChunk: chunk });
+    const expected = await both(plain);
+    await plain.engine.dispose();
+
+    const cached = await engineOn(await dir(), { ...opts, prefillChunk: chunk });
+    const got = await both(cached);
+    await cached.scheduler.whenIdle(); // (the last answers are kept as their rows leave, after their streams end)
+    const stats = cached.scheduler.stats();
+    const metrics = await workerMetrics(cached.engine).getMetricsAsJSON();
+    const gauge = metrics.find((m) => m.name === "lmp_prompt_cache_answers");
+    expect(gauge?.values[0]?.value).toBe(stats.promptCacheAnswers);
+    // A model with recurrent states keeps no answer (its rows cannot be cut back to a beginning),
+    // nor one whose graph takes no prompt chunk on top of a cache (tiny-random-llama's).
+    const keeps = cached.m.info.chunkedPrefill && cached.m.info.graph.states.length === 0;
+    expect(keeps).toBe(!name.startsWith("hybrid") && name !== "llama, padded rows");
+    expect(stats.promptCacheAnswers).toBe(keeps ? 4 : 0); // both turns of both conversations
+    // Each ids' turn started after its prompt and the answer tokens the model fed.
+    if (keeps) expect(stats.promptCachePrefixTokens).toBeGreaterThanOrEqual(got[0].fed + got[1].fed);
+    // The same answers and, within float32 rounding, logprobs as without the cache: the kept
+    // columns, computed one token at a time, differ from a prefill's only in their last bits.
+    expect(got.map((g) => g.texts)).toEqual(expected.map((x) => x.texts));
+    got.forEach((g, c) =>
+      g.logprobs.forEach((l, i) => expect(Math.abs(l - expected[c].logprobs[i])).toBeLessThan(1e-4)),
+    );
+    // Another team's same conversations start from nothing of this team's: their reuse is of
+    // their own turn 1 only, as much as this team's was.
+    expect((await both(cached, "team-b")).map((g) => g.texts)).toEqual(expected.map((x) => x.texts));
+    await cached.scheduler.whenIdle();
+    const after = cached.scheduler.stats();
+    expect(after.promptCachePrefixTokens - stats.promptCachePrefixTokens).toBe(stats.promptCachePrefixTokens);
+    await cached.engine.dispose();
+  });
+
+  it("is not kept for a prompt request, nor with promptCacheAnswers off", async () => {
+    for (const [cacheOpts, request] of [
+      [{}, { prompt: PROMPT, max_tokens: 6, temperature: 0 }],
+      [{ promptCacheAnswers: false }, { messages: [{ role: "user" as const, content: PROMPT }], max_tokens: 6 }],
+    ] as const) {
+      const e = await engineOn(await dir(), { prefillChunk: 8, ...opts, ...cacheOpts });
+      await e.engine.generate(request);
+      await e.scheduler.whenIdle();
+      expect(e.scheduler.stats().promptCacheAnswers).toBe(0);
+      await e.engine.dispose();
+    }
   });
 });
 

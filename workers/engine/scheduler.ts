@@ -71,15 +71,26 @@ export interface SchedulerOptions {
    * its least recently used.
    */
   promptCacheBytes?: number;
+  /**
+   * Whether the prompt cache also keeps a chat request's finished answers (default true): its
+   * prompt and the tokens it generated, so that the conversation's next turn, which begins with
+   * them, prefills only the new message. Those columns were computed one token at a time, which
+   * is not bit for bit what a prefill of the same tokens computes: false keeps every answer
+   * identical to an engine without the cache.
+   */
+  promptCacheAnswers?: boolean;
 }
 
-/** A finished prompt's prefill, kept for the next request with the same prompt. */
+/** A finished prompt's prefill (or a finished chat answer's cache), kept for the next requests. */
 interface CachedPrompt {
   state: PrefillState;
+  /** The logits after the last token (empty for an answer: only its beginning is ever reused). */
   logits: Float32Array;
   bytes: number;
   tenant: string;
   ids: readonly number[];
+  /** Leading columns that a prefill of ids from the first token computes bit for bit. */
+  exact: number;
 }
 
 interface Row {
@@ -123,6 +134,9 @@ export class Scheduler {
   private readonly prompts = new Map<string, CachedPrompt>();
   private promptBytes = 0;
   private readonly promptCacheBytes: number;
+  private readonly promptCacheAnswers: boolean;
+  /** Chat answers kept (promptCacheAnswers). */
+  private answersKept = 0;
   /** Requests whose prefill the prompt cache answered. */
   private promptHits = 0;
   /** Requests whose prefill began from a kept prompt's beginning, and the tokens it spared. */
@@ -140,6 +154,7 @@ export class Scheduler {
     this.kvBudgetBytes = opts.kvBudgetBytes ?? Infinity;
     this.useExps = opts.samplingExps ?? true;
     this.promptCacheBytes = opts.promptCacheBytes ?? 64 * 2 ** 20;
+    this.promptCacheAnswers = opts.promptCacheAnswers ?? true;
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
     // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
@@ -170,6 +185,8 @@ export class Scheduler {
       /** Requests whose prefill began from a kept prompt's beginning, and the tokens not prefilled. */
       promptCachePrefixHits: this.prefixHits,
       promptCachePrefixTokens: this.prefixTokens,
+      /** Finished chat answers whose caches were kept for their conversation's next turn. */
+      promptCacheAnswers: this.answersKept,
     };
   }
 
@@ -402,6 +419,7 @@ export class Scheduler {
     const keep = keptSlots(this.rows.map((r) => !r.seq.finished && !r.job.cancelled));
     const joiners = this.joiners.filter((j) => !j.row.seq.finished && !j.row.job.cancelled);
     if (keep.length === this.rows.length && this.joiners.length === 0) return;
+    this.keepAnswers();
     this.rows = [...keep.map((i) => this.rows[i]), ...joiners.map((j) => j.row)];
     this.joiners = [];
     if (this.releaseTimer) clearTimeout(this.releaseTimer);
@@ -470,7 +488,8 @@ export class Scheduler {
     job.prefillKv = state;
     job.prefilled = end;
     if (end < ids.length) return true;
-    if (this.promptCacheBytes > 0) this.remember(job, key ?? promptKey(job), state, logits);
+    if (this.promptCacheBytes > 0)
+      this.remember(job.tenant, key ?? promptKey(job), state, logits, ids, job.exactColumns ?? ids.length);
     await this.finishPrefill(job, state, logits);
     return true;
   }
@@ -495,12 +514,15 @@ export class Scheduler {
 
   /**
    * Starts a job's prefill after the longest beginning its prompt shares with a kept prompt of its
-   * team (a system prompt, or the earlier turns of a conversation), cut at a chunk boundary and
-   * short of the prompt's last token (whose logits the prefill computes). Exact: a prompt is
-   * prefilled in chunks from its first token, so the kept cache's first k chunks came from the
-   * very passes this prompt's first k chunks would run (the same tokens on the same past; even a
-   * per-tensor quantized graph's scales see only the chunk). Not for graphs prefilled in one pass,
-   * nor for recurrent states, which are kept for the whole prompt only.
+   * team (a system prompt, or the earlier turns of a conversation), short of the prompt's last
+   * token (whose logits the prefill computes). Within the kept columns a prefill computes, it is
+   * cut at a chunk boundary and exact: a prompt is prefilled in chunks from its first token, so the
+   * kept cache's first k chunks came from the very passes this prompt's first k chunks would run
+   * (the same tokens on the same past; even a per-tensor quantized graph's scales see only the
+   * chunk). A kept chat answer is reused as far as it is shared (the next turn of its
+   * conversation): its columns were computed one token at a time, and so differ from a prefill's
+   * in their last bits. Not for graphs prefilled in one pass, nor for recurrent states, which are
+   * kept for the whole prompt only.
    */
   private reusePrefix(job: GenerationJob) {
     const chunk = this.prefillChunk;
@@ -511,15 +533,18 @@ export class Scheduler {
     for (const entry of this.prompts) {
       const p = entry[1];
       const limit = Math.min(p.ids.length, ids.length - 1);
-      if (p.tenant !== job.tenant || limit < length + chunk) continue;
+      if (p.tenant !== job.tenant || limit <= length) continue;
       let n = 0;
       while (n < limit && p.ids[n] === ids[n]) n++;
-      if (n - (n % chunk) > length) [best, length] = [entry, n - (n % chunk)];
+      const usable = n <= p.exact ? n - (n % chunk) : n;
+      if (usable > length) [best, length] = [entry, usable];
     }
     if (!best) return;
     this.used(...best);
+    const exact = best[1].exact;
     job.prefillKv = this.model.runner.prefix(best[1].state, length, ids.length);
     job.prefilled = length;
+    if (length > exact) job.exactColumns = exact;
     this.prefixHits++;
     this.prefixTokens += length;
   }
@@ -535,11 +560,18 @@ export class Scheduler {
    * joiner's cache into their own buffers) within promptCacheBytes, dropping the least recently
    * used of the team that holds the most.
    */
-  private remember(job: GenerationJob, key: string, state: PrefillState, logits: Float32Array) {
-    if (this.prompts.has(key)) return;
+  private remember(
+    tenant: string,
+    key: string,
+    state: PrefillState,
+    logits: Float32Array,
+    ids: readonly number[],
+    exact: number,
+  ): boolean {
+    if (this.prompts.has(key)) return false;
     const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
-    if (bytes > this.promptCacheBytes) return;
-    this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant: job.tenant, ids: job.plan.promptIds });
+    if (bytes > this.promptCacheBytes) return false;
+    this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant, ids, exact });
     this.promptBytes += bytes;
     const held = new Map<string, number>();
     for (const p of this.prompts.values()) held.set(p.tenant, (held.get(p.tenant) ?? 0) + p.bytes);
@@ -555,6 +587,28 @@ export class Scheduler {
         break;
       }
     }
+    return true;
+  }
+
+  /**
+   * Keeps the caches of the chat answers leaving the batch (promptCacheAnswers): each row's prompt
+   * and the tokens it fed, for the conversation's next turn, which begins with them. Called before
+   * the rows leave, while their slots still hold them.
+   */
+  private keepAnswers() {
+    const batch = this.batch;
+    if (!batch || !this.promptCacheAnswers || this.promptCacheBytes <= 0) return;
+    if (!Number.isFinite(this.prefillChunk) || this.stateBytesPerRow > 0) return;
+    this.rows.forEach((r, i) => {
+      const { seq, job } = r;
+      if (!seq.finished || seq.finished.reason === "cancelled" || job.cancelled || !job.plan.request.messages) return;
+      if (this.kvBytes(1, seq.tokens.length) > this.promptCacheBytes) return;
+      const state = batch.extract(i);
+      if (!state) return;
+      const ids = seq.tokens.slice(0, state.length);
+      const exact = Math.min(job.exactColumns ?? Infinity, job.plan.promptIds.length);
+      if (this.remember(job.tenant, answerKey(job.tenant, ids), state, NO_LOGITS, ids, exact)) this.answersKept++;
+    });
   }
 
   /** One decode step for every running row; whether a prefill chunk ran between its passes. */
@@ -698,6 +752,10 @@ export function keptSlots(alive: readonly boolean[]): number[] {
  * requests could otherwise tell from a first token's speed that someone else sent that prompt.
  */
 const promptKey = (job: GenerationJob) => `${job.tenant}\u0000${job.plan.promptIds.join(",")}`;
+
+/** A kept answer's key: never a prompt's (an answer serves only as the beginning of a longer prompt). */
+const answerKey = (tenant: string, ids: readonly number[]) => `${tenant}\u0001${ids.join(",")}`;
+const NO_LOGITS = new Float32Array(0);
 
 /** The tokens a request's rows may come to hold: its prompt and max_tokens. */
 const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;

@@ -25,6 +25,7 @@
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
 import { KV_SHRINK_AFTER_MS, KvRows } from "./kv-rows";
+import { kvState } from "./rows-batch";
 import { onesMask, type KvArray, type OrtTensor } from "../session";
 import { StateRows } from "./state-rows";
 
@@ -116,6 +117,12 @@ export class ExactLengthBatch implements DecodeBatch {
     });
     this.groups = groups;
     this.count = keep.length + joiners.length;
+  }
+
+  /** DecodeBatch.extract. */
+  extract(row: number): PrefillState | null {
+    const g = this.groups.find((g) => g.rows.includes(row));
+    return !g || g.states ? null : kvState(this.io, g.cache.extract(g.rows.indexOf(row)));
   }
 
   /** The most recently freed spare set (the likeliest to be in memory still), or a new one. */

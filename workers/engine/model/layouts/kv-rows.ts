@@ -127,6 +127,18 @@ export class KvRows {
     });
   }
 
+  /** A copy of row `row`'s columns: [1, heads, length, head_dim] per entry. */
+  extract(row: number): { buffers: KvArray[]; length: number } {
+    const { heads, headDim: D } = this.shape;
+    const length = this.lengths[row];
+    const buffers = this.buffers.map((src) => {
+      const dst = newKvArray(this.shape.type, heads * length * D);
+      copyRow(src, row, this.stride, dst, 0, length, length, heads, D);
+      return dst;
+    });
+    return { buffers, length };
+  }
+
   /** Changes the stride of the current rows, in place when the room allows. */
   resize(stride: number) {
     if (stride === this.stride) return;

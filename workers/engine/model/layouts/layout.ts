@@ -40,6 +40,11 @@ export interface DecodeBatch {
    * run a prefill there; membership does not change until the next reshape).
    */
   step(tokens: readonly number[], between?: () => Promise<void>): Promise<Float32Array[]>;
+  /**
+   * A copy of row `row`'s cache as it stands (every token fed so far), as a prefilled state: null
+   * for graphs with recurrent states, whose rows cannot be cut back to a beginning.
+   */
+  extract(row: number): PrefillState | null;
 }
 
 export interface ModelRunner {

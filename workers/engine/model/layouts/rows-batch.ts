@@ -4,7 +4,7 @@
 import type { GraphIo } from "./feeds";
 import type { PrefillState } from "./layout";
 import { KvRows, withHeadroom } from "./kv-rows";
-import { newKvArray, type KvArray } from "../session";
+import { kvTensor, newKvArray, type KvArray } from "../session";
 import { StateRows } from "./state-rows";
 
 /**
@@ -67,6 +67,11 @@ export abstract class RowsBatch {
     this.states?.reshape(keep, joiners);
   }
 
+  /** DecodeBatch.extract. */
+  extract(row: number): PrefillState | null {
+    return this.states ? null : kvState(this.io, this.cache.extract(row));
+  }
+
   /**
    * The buffers a pass fetches into, `length` elements per entry, over buffers kept step after
    * step for the most seen (with headroom: `rowElems` is one row's share).
@@ -77,4 +82,10 @@ export abstract class RowsBatch {
       this.fetched = kv.entries.map(() => newKvArray(kv.type, withHeadroom(length, rowElems)));
     return this.fetched.map((b) => b.subarray(0, length));
   }
+}
+
+/** Extracted cache columns as a prefilled state: [1, heads, length, head_dim] per entry. */
+export function kvState(io: GraphIo, { buffers, length }: { buffers: KvArray[]; length: number }): PrefillState {
+  const { kv } = io.sig;
+  return { presents: buffers.map((b) => kvTensor(kv.type, b, [1, kv.heads, length, kv.headDim])), length };
 }
