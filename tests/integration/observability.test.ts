@@ -64,6 +64,7 @@ describe("metrics", () => {
     expect(queue.metrics[0]!.labels!.worker).toMatch(/^wrk_/);
     expect(family(families, "lmp_engine_running_sequences")).toBeDefined();
     expect(family(families, "lmp_kv_cache_bytes")).toBeDefined();
+    expect(family(families, "lmp_prompt_cache_answers")?.metrics[0]?.labels?.worker).toMatch(/^wrk_/);
     expect(family(families, "process_cpu_user_seconds_total")).toBeDefined();
   });
 });
