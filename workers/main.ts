@@ -9,11 +9,12 @@ import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
-import { places } from "@/lib/contracts/placement";
+import { servedModelKey, teamModelKey } from "@/lib/contracts/models";
+import { places, placesByTeam } from "@/lib/contracts/placement";
 import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine/engine";
 import { workerMetrics } from "./metrics";
-import { ModelSupervisor, type Served } from "./model-supervisor";
+import { ModelSupervisor, type Excluded, type Served } from "./model-supervisor";
 import { startInferenceServer } from "./inference/server";
 import { startImporter } from "./importer/importer-loop";
 import { startMaintenance } from "./maintenance";
@@ -28,14 +29,22 @@ async function main(): Promise<void> {
   const handle = getDb();
 
   // WORKER_MODELS are always loaded; the deployments table's models as WORKER_SERVES places them.
-  const servedModels = async (): Promise<{ wanted: Served[]; excluded: Served[] }> => {
+  const servedModels = async (): Promise<{ wanted: Served[]; excluded: Excluded[] }> => {
     const deployed = await listDeployedModels(handle.db);
+    const byTeam = placesByTeam(e.WORKER_SERVES);
+    const keyOf = (d: (typeof deployed)[number]) => {
+      const key = servedModelKey(d.model, d.dtype);
+      return byTeam ? teamModelKey(key, d.teamId) : key;
+    };
+    const served = deployed.filter((d) => places(e.WORKER_SERVES, d));
     return {
       wanted: [
         ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
-        ...deployed.filter((d) => places(e.WORKER_SERVES, d)),
+        ...served.map((d) => ({ model: d.model, dtype: d.dtype, keys: [keyOf(d)] })),
       ],
-      excluded: deployed.filter((d) => !places(e.WORKER_SERVES, d)),
+      excluded: deployed
+        .filter((d) => !places(e.WORKER_SERVES, d))
+        .map((d) => ({ key: keyOf(d), what: `${d.model} (${d.dtype})${byTeam ? ` for team ${d.teamSlug}` : ""}` })),
     };
   };
   const engine = new Engine({

@@ -109,8 +109,9 @@ describe("ModelSupervisor", () => {
     );
     const mine = { model: "org/a", dtype: "q4" as const };
     const theirs = { model: "big/b", dtype: "fp32" as const };
-    supervisor.sync([mine], [theirs]);
-    supervisor.sync([mine], [theirs]); // every heartbeat: no second log line
+    const left = { key: "big/b#fp32", what: "big/b (fp32)" };
+    supervisor.sync([mine], [left]);
+    supervisor.sync([mine], [left]); // every heartbeat: no second log line
     expect(loads.map((l) => l.model)).toEqual(["org/a"]);
     expect(retained.at(-1)).toEqual(["org/a#q4"]);
     loads[0]!.resolve(loaded);
@@ -122,12 +123,44 @@ describe("ModelSupervisor", () => {
       "[worker] big/b (fp32) left to other workers: WORKER_SERVES does not include it",
     ]);
     // The same model in a dtype this worker serves (also WORKER_MODELS) is loaded, not excluded.
-    supervisor.sync([mine, { model: "big/b", dtype: "fp32" }], [theirs]);
+    supervisor.sync([mine, theirs], [left]);
     expect(loads.map((l) => l.model)).toEqual(["org/a", "big/b"]);
     await supervisor.flush();
     expect(states["big/b#fp32"]?.state).toBe("pending");
     supervisor.sync([mine], []); // undeployed
     await supervisor.flush();
     expect(Object.keys(states)).toEqual(["org/a#q4"]);
+  });
+
+  it("publishes a model served for some teams under their keys, and ready for those alone", async () => {
+    const { engine, loads } = fakeEngine();
+    let states: Record<string, ModelState> = {};
+    let ready: string[] = [];
+    const supervisor = new ModelSupervisor(
+      engine,
+      async (r, s) => void ((ready = r), (states = s)),
+      0,
+      () => {},
+    );
+    // WORKER_SERVES=team:a (two of team a's deployments share the model) and WORKER_MODELS=org/x.
+    supervisor.sync(
+      [
+        { model: "org/m", dtype: "q4", keys: ["org/m#q4|team:a"] },
+        { model: "org/m", dtype: "q4", keys: ["org/m#q4|team:a"] },
+        { model: "org/x", dtype: "auto" },
+      ],
+      [{ key: "org/m#q4|team:b", what: "org/m (q4) for team b" }],
+    );
+    expect(loads.map((l) => l.model)).toEqual(["org/m", "org/x"]); // loaded once
+    loads[0]!.resolve(loaded);
+    loads[1]!.resolve(loaded);
+    await new Promise((r) => setTimeout(r, 10));
+    await supervisor.flush();
+    expect(ready.sort()).toEqual(["org/m#q4|team:a", "org/x#auto"]);
+    expect(Object.fromEntries(Object.entries(states).map(([k, s]) => [k, s.state]))).toEqual({
+      "org/m#q4|team:a": "ready",
+      "org/m#q4|team:b": "excluded",
+      "org/x#auto": "ready",
+    });
   });
 });

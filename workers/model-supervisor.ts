@@ -10,7 +10,20 @@ import { isEngineError } from "./engine/errors";
 import type { LoadProgress } from "./engine/model/progress";
 import { logger } from "@/lib/observe/log";
 
-export type Served = { model: string; dtype: DtypeChoice };
+export type Served = {
+  model: string;
+  dtype: DtypeChoice;
+  /**
+   * The keys its state is published under: servedModelKey (the default), or one teamModelKey per
+   * team where WORKER_SERVES places teams (the app then routes only those teams' requests here).
+   */
+  keys?: string[];
+};
+
+/** A deployed model's key that this worker leaves to others (WORKER_SERVES), and what to log. */
+export type Excluded = { key: string; what: string };
+
+const loadKey = (w: Served) => servedModelKey(w.model, w.dtype);
 
 /** Publishes the ready keys and every state; called at most every `publishMs` while loading. */
 export type Publish = (ready: string[], states: Record<string, ModelState>) => Promise<void>;
@@ -18,7 +31,12 @@ export type Publish = (ready: string[], states: Record<string, ModelState>) => P
 const RETRY_FAILED_MS = 60_000;
 
 export class ModelSupervisor {
+  /** Each wanted (model, dtype)'s state, by servedModelKey. */
   private states = new Map<string, ModelState>();
+  /** The keys each wanted (model, dtype)'s state is published under. */
+  private aliases = new Map<string, string[]>();
+  /** Keys published as `excluded`, and since when. */
+  private excluded = new Map<string, string>();
   /** The keys of the last sync: a load that ends after its key left them publishes nothing. */
   private wanted = new Set<string>();
   /** Each key's latest load: an earlier one (cancelled when its key left) publishes nothing. */
@@ -39,33 +57,47 @@ export class ModelSupervisor {
    * Follows the wanted set: loads what is new (and, after a minute, retries what failed).
    * `excluded`: deployed models this worker leaves to others (WORKER_SERVES), published as such.
    */
-  sync(wanted: Served[], excluded: Served[] = []): void {
+  sync(wanted: Served[], excluded: Excluded[] = []): void {
     this.engine.setModels([...new Set(wanted.map((w) => w.model))]);
     // What no deployment serves any more is unloaded once its running requests have finished.
     this.engine.retain(wanted, (model, dtype) => this.log(`[worker] ${model} (${dtype}) unloaded: no longer deployed`));
-    const keys = new Set(wanted.map((w) => servedModelKey(w.model, w.dtype)));
-    const left = new Map(excluded.map((w) => [servedModelKey(w.model, w.dtype), w]));
-    for (const key of keys) left.delete(key);
-    this.wanted = keys;
-    for (const key of [...this.states.keys()]) if (!keys.has(key) && !left.has(key)) this.states.delete(key);
+    const keys = new Set(wanted.map(loadKey));
+    this.aliases = new Map();
     for (const w of wanted) {
-      const key = servedModelKey(w.model, w.dtype);
+      const key = loadKey(w);
+      this.aliases.set(key, [...new Set([...(this.aliases.get(key) ?? []), ...(w.keys ?? [key])])]);
+    }
+    this.wanted = keys;
+    for (const key of [...this.states.keys()]) if (!keys.has(key)) this.states.delete(key);
+    for (const w of wanted) {
+      const key = loadKey(w);
       const s = this.states.get(key);
       const retry = s?.state === "failed" && Date.now() - (this.failedAt.get(key) ?? 0) > RETRY_FAILED_MS;
-      if (!s || s.state === "excluded" || retry) this.load(w, key);
+      if (!s || retry) this.load(w, key);
     }
-    for (const [key, w] of left) {
-      if (this.states.get(key)?.state === "excluded") continue;
-      this.loads.delete(key);
-      this.set(key, { state: "excluded" });
-      this.log(`[worker] ${w.model} (${w.dtype}) left to other workers: WORKER_SERVES does not include it`);
+    const advertised = new Set([...this.aliases.values()].flat());
+    const left = new Map<string, string>();
+    for (const e of excluded) {
+      if (advertised.has(e.key) || left.has(e.key)) continue;
+      left.set(e.key, this.excluded.get(e.key) ?? new Date().toISOString());
+      if (!this.excluded.has(e.key))
+        this.log(`[worker] ${e.what} left to other workers: WORKER_SERVES does not include it`);
     }
+    this.excluded = left;
     this.changed(true);
   }
 
   /** What the worker serves now (the registry's `models`). */
   readyKeys(): string[] {
-    return [...this.states].filter(([, s]) => s.state === "ready").map(([k]) => k);
+    return [...this.states].filter(([, s]) => s.state === "ready").flatMap(([k]) => this.aliases.get(k) ?? [k]);
+  }
+
+  /** Every published key's state: the wanted models' under their keys, and the excluded ones. */
+  private published(): Record<string, ModelState> {
+    const out: Record<string, ModelState> = {};
+    for (const [key, s] of this.states) for (const k of this.aliases.get(key) ?? [key]) out[k] = s;
+    for (const [key, at] of this.excluded) out[key] = { state: "excluded", at };
+    return out;
   }
 
   private load(w: Served, key: string): void {
@@ -111,7 +143,7 @@ export class ModelSupervisor {
         while (this.dirty) {
           this.dirty = false;
           this.lastPublish = Date.now();
-          await this.publish(this.readyKeys(), Object.fromEntries(this.states));
+          await this.publish(this.readyKeys(), this.published());
         }
       })
       .catch((err: unknown) => logger().error({ err }, "publishing model states failed"))

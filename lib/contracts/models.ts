@@ -42,6 +42,15 @@ export const DtypeChoiceSchema = z.enum(DTYPE_CHOICES, { error: (issue) => dtype
 export const servedModelKey = (model: string, dtype: string) => `${model}#${dtype}`;
 
 /**
+ * How a worker whose WORKER_SERVES places teams names a model it serves for one team only
+ * (lib/contracts/placement.ts): requests of that team may go to it, no other team's.
+ */
+export const teamModelKey = (key: string, teamId: string) => `${key}|team:${teamId}`;
+
+/** An advertised key without its team (servedModelKey's form): what may be shown beyond the team. */
+export const withoutTeam = (key: string) => key.replace(/\|team:[^|]*$/, "");
+
+/**
  * A worker's state of one served model: `pending` (known, not started), `downloading` (hub
  * files; bytes done of total), `loading` (creating the session), `ready`, or `failed` with the
  * reason (`reason` is the engine's classification: not_found, unauthorized, missing_dtype…);

@@ -12,7 +12,7 @@ const worker = (id: string, states: Record<string, Omit<ModelState, "at">>): Liv
     .map(([k]) => k),
   modelStates: Object.fromEntries(Object.entries(states).map(([k, s]) => [k, { ...s, at: "2026-11-28T00:00:00Z" }])),
 });
-const d = { model: "org/m", dtype: "q8" as const };
+const d = { model: "org/m", dtype: "q8" as const, teamId: "team_a" };
 
 describe("stateOf", () => {
   it("gives a ready model's serving notes as its message, and none when it has none", () => {
@@ -54,5 +54,21 @@ describe("stateOf", () => {
     // Another worker loads it: its state, whatever the others leave out.
     expect(stateOf([excluded, worker("b", { "org/m#q8": { state: "loading" } })], d).state).toBe("loading");
     expect(stateOf([worker("b", { "org/m#q8": { state: "failed", error: "x" } }), excluded], d).state).toBe("failed");
+  });
+
+  it("reads a worker that places teams under the team's key: ready for its team, excluded for another", () => {
+    // A worker dedicated to team_a (WORKER_SERVES=team:a) serving org/m, leaving team_b's out.
+    const dedicated = worker("a", {
+      "org/m#q8|team:team_a": { state: "ready", dtype: "q8" },
+      "org/m#q8|team:team_b": { state: "excluded" },
+    });
+    expect(stateOf([dedicated], d).state).toBe("ready");
+    const other = stateOf([dedicated], { ...d, teamId: "team_b" });
+    expect(other).toMatchObject({ state: "pending", reason: "excluded" });
+    // Beside a worker that serves every team: team_b's state is that worker's.
+    const shared = worker("b", { "org/m#q8": { state: "loading" } });
+    expect(stateOf([dedicated, shared], { ...d, teamId: "team_b" }).state).toBe("loading");
+    // A third team that the dedicated worker has not heard of yet: waiting for a worker.
+    expect(stateOf([dedicated], { ...d, teamId: "team_c" })).toMatchObject({ state: "pending", reason: null });
   });
 });

@@ -11,12 +11,12 @@ import { deploymentState, liveWorkers, unplacedMessage, type LiveWorker } from "
  */
 export function stateOf(
   live: LiveWorker[],
-  d: Pick<Deployment, "model" | "dtype"> & Partial<Pick<Deployment, "upstreamKind">>,
+  d: Pick<Deployment, "model" | "dtype" | "teamId"> & Partial<Pick<Deployment, "upstreamKind">>,
 ): DeploymentState {
   // An upstream deployment is always ready as far as the platform knows: its servers are asked
   // on each request, and one that is down is reported then (503) and passed over for a while.
   if (d.upstreamKind) return { state: "ready", dtype: null, progress: null, message: null, reason: null };
-  const s = deploymentState(live, servedModelKey(d.model, d.dtype));
+  const s = deploymentState(live, servedModelKey(d.model, d.dtype), d.teamId);
   if (s?.state === "excluded")
     return { state: "pending", dtype: null, progress: null, message: unplacedMessage(d.model), reason: "excluded" };
   if (!s) {
@@ -49,7 +49,7 @@ export function stateOf(
 /** The states of some deployments, from one fresh read of the registry. */
 export async function deploymentStates(
   db: DbOrTx,
-  list: (Pick<Deployment, "model" | "dtype"> & Partial<Pick<Deployment, "upstreamKind">>)[],
+  list: (Pick<Deployment, "model" | "dtype" | "teamId"> & Partial<Pick<Deployment, "upstreamKind">>)[],
 ): Promise<DeploymentState[]> {
   const live = await liveWorkers(db, { fresh: true });
   return list.map((d) => stateOf(live, d));

@@ -3,7 +3,7 @@ import type postgres from "postgres";
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
 import type { DbOrTx } from "../db/client";
-import { deployments, type Deployment } from "../db/schema";
+import { deployments, teams, type Deployment } from "../db/schema";
 import { DeploymentModel, DeploymentName, type DeploymentDto, type DeploymentState } from "../contracts/deployments";
 import { DtypeChoiceSchema, type DtypeChoice } from "../contracts/models";
 import { shownUrl, UpstreamInput, type UpstreamDto } from "../contracts/upstream";
@@ -14,13 +14,19 @@ import { newId } from "../ids";
 import type { KeyPrincipal } from "./api-keys";
 import { deploymentStates } from "./deployment-state";
 
-/** Every (model, dtype) some local deployment serves: what the workers load (upstream ones are not theirs). */
-export async function listDeployedModels(db: DbOrTx): Promise<{ model: string; dtype: DtypeChoice }[]> {
+/**
+ * Every (model, dtype, team) of the local deployments: what the workers load (upstream ones are
+ * not theirs), with the team each serves it for (WORKER_SERVES may place teams).
+ */
+export async function listDeployedModels(
+  db: DbOrTx,
+): Promise<{ model: string; dtype: DtypeChoice; teamId: string; teamSlug: string }[]> {
   return db
-    .selectDistinct({ model: deployments.model, dtype: deployments.dtype })
+    .selectDistinct({ model: deployments.model, dtype: deployments.dtype, teamId: teams.id, teamSlug: teams.slug })
     .from(deployments)
+    .innerJoin(teams, eq(teams.id, deployments.teamId))
     .where(isNull(deployments.upstreamKind))
-    .orderBy(deployments.model, deployments.dtype);
+    .orderBy(deployments.model, deployments.dtype, teams.id);
 }
 
 /** `{PUBLIC_URL}/deployments/{team-slug}/{name}`: no version segment. */

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
+import { withoutTeam } from "../contracts/models";
 import { liveWorkers } from "./inference-routing";
 
 export type Health = {
@@ -25,7 +26,8 @@ export async function serviceHealth(db: DbOrTx): Promise<Health> {
     return {
       status: live.length > 0 ? "ok" : "degraded",
       database: { ok: true, latencyMs },
-      workers: { live: live.length, models: [...new Set(live.flatMap((w) => w.models))].sort() },
+      // Team-placed keys name the team: shown without it.
+      workers: { live: live.length, models: [...new Set(live.flatMap((w) => w.models.map(withoutTeam)))].sort() },
     };
   } catch (err) {
     return {

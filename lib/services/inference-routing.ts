@@ -5,7 +5,7 @@
 // connection, not a failed request.
 import { and, gt, isNotNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { servedModelKey, type ModelState } from "../contracts/models";
+import { servedModelKey, teamModelKey, type ModelState } from "../contracts/models";
 import { workers } from "../db/schema";
 import { env } from "../env";
 import { ApiError } from "../errors";
@@ -52,24 +52,36 @@ const avoidUntil = new Map<string, number>();
 const avoided = (w: LiveWorker) => (avoidUntil.get(w.id) ?? 0) > Date.now();
 
 /**
- * Where a served model stands across the live workers: the best state any of them reports
- * (ready > loading > downloading > pending > failed). Null when no live worker knows it yet.
- * `excluded` only when every live worker leaves it out (WORKER_SERVES): one that has not
- * reported it yet may still load it (a deployment created a moment ago).
+ * Where a served model stands across the live workers, for a deployment of team `teamId`: the
+ * best state any of them reports under its key or, from a worker that places teams
+ * (WORKER_SERVES), under the team's key (ready > loading > downloading > pending > failed). Null
+ * when no live worker knows it yet. `excluded` only when every live worker leaves it out: one that
+ * has not reported it yet may still load it (a deployment created a moment ago).
  */
-export function deploymentState(live: LiveWorker[], key: string): ModelState | null {
+export function deploymentState(live: LiveWorker[], key: string, teamId?: string): ModelState | null {
   const rank = { ready: 5, loading: 4, downloading: 3, pending: 2, failed: 1, excluded: 0 } as const;
+  const teamKey = teamId === undefined ? null : teamModelKey(key, teamId);
+  const reportOf = (w: LiveWorker): ModelState | undefined => {
+    const own = teamKey === null ? undefined : w.modelStates[teamKey];
+    const reported = own && own.state !== "excluded" ? own : (w.modelStates[key] ?? own);
+    return servesFor(w, key, teamKey) ? { ...reported, state: "ready", at: reported?.at ?? "" } : reported;
+  };
   let best: ModelState | null = null;
+  let excluding = 0;
   for (const w of live) {
-    const reported = w.modelStates[key];
-    const s = w.models.includes(key) ? { ...reported, state: "ready" as const, at: reported?.at ?? "" } : reported;
+    const s = reportOf(w);
     if (!s) continue;
+    if (s.state === "excluded") excluding++;
     if (!best || rank[s.state] > rank[best.state] || (s.state === best.state && (s.done ?? 0) > (best.done ?? 0)))
       best = s;
   }
-  if (best?.state === "excluded" && !live.every((w) => w.modelStates[key]?.state === "excluded")) return null;
+  if (best?.state === "excluded" && excluding < live.length) return null;
   return best;
 }
+
+/** Whether worker `w` takes requests for `key`: for every team, or for the team of `teamKey`. */
+const servesFor = (w: LiveWorker, key: string, teamKey: string | null) =>
+  w.models.includes(key) || (teamKey !== null && w.models.includes(teamKey));
 
 /** How long a request waits for a model that a worker is loading (not downloading) right now. */
 const LOADING_WAIT_MS = 10_000;
@@ -89,15 +101,16 @@ export async function workersFor(
   db: DbOrTx,
   key: string,
   signal?: AbortSignal,
-  options: { fresh?: boolean; exclude?: ReadonlySet<string> } = {},
+  options: { fresh?: boolean; exclude?: ReadonlySet<string>; teamId?: string } = {},
 ): Promise<LiveWorker[]> {
+  const teamKey = options.teamId === undefined ? null : teamModelKey(key, options.teamId);
   const started = Date.now();
   const unknownWaitMs = Math.min(2 * env().WORKER_HEARTBEAT_SECONDS * 1000, 10_000);
   for (let attempt = 0; ; attempt++) {
     const live = (await liveWorkers(db, { fresh: options.fresh || attempt > 0 })).filter(
       (w) => !options.exclude?.has(w.id),
     );
-    const serving = live.filter((w) => w.models.includes(key));
+    const serving = live.filter((w) => servesFor(w, key, teamKey));
     if (serving.length > 0) {
       const start = turn++ % serving.length;
       const rotated = [...serving.slice(start), ...serving.slice(0, start)];
@@ -105,7 +118,7 @@ export async function workersFor(
     }
     // The cached registry may predate a worker's registration (one restarted a moment ago).
     if (attempt === 0 && !options.fresh) continue;
-    const state = deploymentState(live, key);
+    const state = deploymentState(live, key, options.teamId);
     if (state?.state === "downloading") throw modelDownloading(state);
     if (state?.state === "failed") throw modelFailed(state);
     if (state?.state === "excluded") throw modelExcluded(key);
@@ -170,13 +183,13 @@ const modelNotServed = (e: InferenceError) => e.status === 404 && e.param === "m
  */
 export async function withWorker<T>(
   db: DbOrTx,
-  target: { model: string; dtype: string },
+  target: { model: string; dtype: string; teamId: string },
   call: (client: InferenceClient) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const { model } = target;
+  const { model, teamId } = target;
   const key = servedModelKey(model, target.dtype);
-  let candidates = await workersFor(db, key, signal);
+  let candidates = await workersFor(db, key, signal, { teamId });
   let last: InferenceError | undefined;
   const tried = new Set<string>();
   for (let i = 0; i < candidates.length; i++) {
@@ -206,7 +219,7 @@ export async function withWorker<T>(
     // out before anything else, so a new worker still loading the model is waited for as when
     // no worker serves it yet, rather than the request failing on the dead one's fresh row.
     if (i === candidates.length - 1 && !last) {
-      const fresh = await workersFor(db, key, signal, { fresh: true, exclude: tried });
+      const fresh = await workersFor(db, key, signal, { fresh: true, exclude: tried, teamId });
       candidates = [...candidates, ...fresh];
     }
   }

@@ -25,8 +25,8 @@ let teamSlug: string;
 
 beforeAll(async () => {
   hub = await startHubServer({ repos: { "acme/tiny": inject("tinyModel"), "beta/tiny": inject("tinyModel") } });
-  // This worker loads acme's hub models and local folders only: beta/tiny is left to others.
-  world = await ownWorld("states", { worker: { HF_ENDPOINT: hub.url, WORKER_SERVES: "acme/*,/*" } });
+  // This worker serves team "states" only (its own machine), and not its beta/* models.
+  world = await ownWorld("states", { worker: { HF_ENDPOINT: hub.url, WORKER_SERVES: "team:states,!beta/*" } });
   handle = world.handle;
   base = world.app.url;
   const team = await createTeam(handle.db, { slug: "states" });
@@ -154,8 +154,45 @@ describe("deployment states", () => {
     expect(Date.now() - t0).toBeLessThan(2_000); // no wait for a worker that will never load it
     expect(res.status).toBe(503);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/WORKER_SERVES/);
-    expect(world.worker.logs.some((l) => l.includes("[worker] beta/tiny (fp32) left to other workers"))).toBe(true);
+    expect(
+      world.worker.logs.some((l) => l.includes("[worker] beta/tiny (fp32) for team states left to other workers")),
+    ).toBe(true);
     expect(hub.requests.some((r) => r.path.includes("beta/tiny"))).toBe(false); // nothing downloaded
     expect((await complete("from-hub")).status).toBe(200); // the models it does serve are unaffected
+  }, 30_000);
+
+  it("routes a team's requests only to the workers placed for it, the same model of another team answering 503", async () => {
+    // Team outsider deploys the very model and dtype team states serves here (from-hub).
+    const outsider = await createTeam(handle.db, { slug: "outsider" });
+    const outsiderKey = (await createApiKey(handle.db, { teamId: outsider.id, kind: "model" })).secret;
+    await createDeployment(handle.db, { teamId: outsider.id, name: "same-model", model: "acme/tiny", dtype: "fp32" });
+    const outsiderApi = (await createApiKey(handle.db, { teamId: outsider.id, kind: "api" })).secret;
+    const outsiderState = async () => {
+      const res = await fetch(`${base}/v1/deployments/same-model`, {
+        headers: { authorization: `Bearer ${outsiderApi}` },
+      });
+      return DeploymentDto.parse(await res.json()).status;
+    };
+    await expect.poll(async () => (await outsiderState()).reason, { timeout: 10_000 }).toBe("excluded");
+    expect((await outsiderState()).message).toMatch(/No running worker serves this deployment's model \(acme\/tiny\)/);
+    const t0 = Date.now();
+    const res = await fetch(`${base}/deployments/outsider/same-model`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${outsiderKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 3 }),
+    });
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/WORKER_SERVES/);
+    expect(world.worker.logs.some((l) => l.includes("acme/tiny (fp32) for team outsider left to other workers"))).toBe(
+      true,
+    );
+    // The health check lists the models without the teams they are placed for.
+    const health = (await (await fetch(`${base}/api/health`)).json()) as { workers: { models: string[] } };
+    expect(health.workers.models).toContain("acme/tiny#fp32");
+    expect(health.workers.models.join(" ")).not.toContain("team:");
+    // Team states' deployment of the same model is served as before, by the same worker.
+    expect((await state("from-hub")).status.state).toBe("ready");
+    expect((await complete("from-hub")).status).toBe(200);
   }, 30_000);
 });
