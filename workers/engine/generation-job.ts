@@ -21,6 +21,8 @@ export interface GenerationJob {
    * them unless the prefill began from a kept answer (Scheduler.reusePrefix). Unset: all.
    */
   exactColumns?: number;
+  /** The prompt's whole cache, which its sequences joined the batch with (read only). */
+  promptState?: PrefillState;
   cancelled: boolean;
   done: boolean;
 }

@@ -359,3 +359,47 @@ describe("the prompt cache's bytes", () => {
     await engine.dispose();
   });
 });
+
+describe("a kept answer's bytes", () => {
+  it("are its own columns only, over its prompt's kept cache, and the answer goes when the prompt does", async () => {
+    const dir = await tinyModelDir();
+    const messages = [{ role: "user" as const, content: `You tell stories. ${LONG}.` }];
+    const others = ["the river", "the bridge", "the mill"].map((w) => [{ role: "user" as const, content: w }]);
+    // What one token's cache takes, and the prompt's size, from an engine without answers kept.
+    const probe = await engineOn(dir, { prefillChunk: 8, promptCacheAnswers: false });
+    const noEos = Object.fromEntries(probe.m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const chat = (e: typeof probe, m: typeof messages, tokens: number) =>
+      e.engine.generate({ messages: m, max_tokens: tokens, temperature: 0, logit_bias: noEos });
+    await chat(probe, messages, 10);
+    await probe.scheduler.whenIdle();
+    const promptBytes = probe.scheduler.stats().promptCacheBytes;
+    const promptTokens = probe.m.tokenizer.encode(renderChat(probe.m.tokenizer, messages), {
+      add_special_tokens: false,
+    }).length;
+    const logitsBytes = probe.m.info.vocabSize * 4;
+    const perToken = (promptBytes - logitsBytes) / promptTokens;
+    await probe.engine.dispose();
+
+    // The answer's entry: its 9 fed tokens' columns, not the prompt's again.
+    const e = await engineOn(dir, { prefillChunk: 8 });
+    await chat(e, messages, 10);
+    await e.scheduler.whenIdle();
+    expect(e.scheduler.stats()).toMatchObject({ promptCacheAnswers: 1, promptCacheBytes: promptBytes + 9 * perToken });
+    await e.engine.dispose();
+
+    // With room for the prompt and its answer and little more, other teams' prompts push out the
+    // prompt, and its answer goes with it: nothing of the conversation is left to reuse.
+    const small = await engineOn(dir, { prefillChunk: 8, promptCacheBytes: promptBytes + 12 * perToken });
+    await chat(small, messages, 10);
+    await small.scheduler.whenIdle();
+    expect(small.scheduler.stats().promptCacheBytes).toBe(promptBytes + 9 * perToken);
+    for (const [i, m] of others.entries())
+      await small.engine.generate({ messages: m, max_tokens: 1, tenant: `other-${i}` });
+    const before = small.scheduler.stats().promptCachePrefixTokens;
+    await chat(small, messages, 1); // the same prompt: an exact hit would need the prompt's entry
+    expect(small.scheduler.stats().promptCacheHits).toBe(0);
+    expect(small.scheduler.stats().promptCachePrefixTokens).toBe(before);
+    expect(small.scheduler.stats().promptCacheBytes).toBeLessThanOrEqual(promptBytes + 12 * perToken);
+    await small.engine.dispose();
+  });
+});

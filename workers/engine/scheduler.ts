@@ -83,7 +83,14 @@ export interface SchedulerOptions {
 
 /** A finished prompt's prefill (or a finished chat answer's cache), kept for the next requests. */
 interface CachedPrompt {
+  /** The cache of ids, or of the ids after base's where there is a base. */
   state: PrefillState;
+  /**
+   * An answer's: its prompt's kept entry, whose cache is the first columns of the answer's (the
+   * very one its rows started from), so that the answer keeps only its own columns. Dropping the
+   * base drops the answer.
+   */
+  base?: CachedPrompt;
   /** The logits after the last token (empty for an answer: only its beginning is ever reused). */
   logits: Float32Array;
   bytes: number;
@@ -92,6 +99,9 @@ interface CachedPrompt {
   /** Leading columns that a prefill of ids from the first token computes bit for bit. */
   exact: number;
 }
+
+/** A kept entry's cache, in parts: its base's, then its own. */
+const partsOf = (p: CachedPrompt): PrefillState[] => (p.base ? [p.base.state, p.state] : [p.state]);
 
 interface Row {
   seq: Sequence;
@@ -508,6 +518,7 @@ export class Scheduler {
     }
     for (const seq of job.sequences)
       if (!seq.finished) this.joiners.push({ row: { seq, job, joined: this.joins++ }, state });
+    job.promptState = state;
     job.prefillKv = null;
     this.settle(job);
   }
@@ -542,7 +553,7 @@ export class Scheduler {
     if (!best) return;
     this.used(...best);
     const exact = best[1].exact;
-    job.prefillKv = this.model.runner.prefix(best[1].state, length, ids.length);
+    job.prefillKv = this.model.runner.prefix(partsOf(best[1]), length, ids.length);
     job.prefilled = length;
     if (length > exact) job.exactColumns = exact;
     this.prefixHits++;
@@ -551,6 +562,13 @@ export class Scheduler {
 
   /** A kept prompt just used: most recently used, so last in the map. */
   private used(key: string, prompt: CachedPrompt) {
+    // An answer's base first, so that it is never less recently used than the answer.
+    if (prompt.base)
+      for (const [k, p] of this.prompts)
+        if (p === prompt.base) {
+          this.used(k, p);
+          break;
+        }
     this.prompts.delete(key);
     this.prompts.set(key, prompt);
   }
@@ -567,11 +585,12 @@ export class Scheduler {
     logits: Float32Array,
     ids: readonly number[],
     exact: number,
+    base?: CachedPrompt,
   ): boolean {
     if (this.prompts.has(key)) return false;
     const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
     if (bytes > this.promptCacheBytes) return false;
-    this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant, ids, exact });
+    this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant, ids, exact, ...(base ? { base } : {}) });
     this.promptBytes += bytes;
     const held = new Map<string, number>();
     for (const p of this.prompts.values()) held.set(p.tenant, (held.get(p.tenant) ?? 0) + p.bytes);
@@ -581,13 +600,20 @@ export class Scheduler {
       const largest = [...held].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
       for (const [k, p] of this.prompts) {
         if (p.tenant !== largest) continue;
-        this.prompts.delete(k);
-        this.promptBytes -= p.bytes;
-        held.set(largest, held.get(largest)! - p.bytes);
+        for (const gone of this.forget(k, p)) held.set(largest, held.get(largest)! - gone.bytes);
         break;
       }
     }
     return true;
+  }
+
+  /** Drops a kept entry and the answers whose base it is; returns what went. */
+  private forget(key: string, prompt: CachedPrompt): CachedPrompt[] {
+    const gone = [prompt];
+    this.prompts.delete(key);
+    this.promptBytes -= prompt.bytes;
+    for (const [k, p] of [...this.prompts]) if (p.base === prompt) gone.push(...this.forget(k, p));
+    return gone;
   }
 
   /**
@@ -603,11 +629,15 @@ export class Scheduler {
       const { seq, job } = r;
       if (!seq.finished || seq.finished.reason === "cancelled" || job.cancelled || !job.plan.request.messages) return;
       if (this.kvBytes(1, seq.tokens.length) > this.promptCacheBytes) return;
-      const state = batch.extract(i);
+      // Its prompt's entry, when it is still the very cache the row started from: then only the
+      // answer's own columns are copied (with a long system prompt, most of the row is the prompt).
+      const prompt = this.prompts.get(promptKey(job));
+      const base = prompt && prompt.state === job.promptState ? prompt : undefined;
+      const state = batch.extract(i, base ? base.state.length : 0);
       if (!state) return;
-      const ids = seq.tokens.slice(0, state.length);
+      const ids = seq.tokens.slice(0, (base?.state.length ?? 0) + state.length);
       const exact = Math.min(job.exactColumns ?? Infinity, job.plan.promptIds.length);
-      if (this.remember(job.tenant, answerKey(job.tenant, ids), state, NO_LOGITS, ids, exact)) this.answersKept++;
+      if (this.remember(job.tenant, answerKey(job.tenant, ids), state, NO_LOGITS, ids, exact, base)) this.answersKept++;
     });
   }
 

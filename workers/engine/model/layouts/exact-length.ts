@@ -120,9 +120,9 @@ export class ExactLengthBatch implements DecodeBatch {
   }
 
   /** DecodeBatch.extract. */
-  extract(row: number): PrefillState | null {
+  extract(row: number, from = 0): PrefillState | null {
     const g = this.groups.find((g) => g.rows.includes(row));
-    return !g || g.states ? null : kvState(this.io, g.cache.extract(g.rows.indexOf(row)));
+    return !g || g.states ? null : kvState(this.io, g.cache.extract(g.rows.indexOf(row), from));
   }
 
   /** The most recently freed spare set (the likeliest to be in memory still), or a new one. */

@@ -122,17 +122,25 @@ export class GraphIo {
   /**
    * The first `length` columns of a prefilled cache, copied into buffers of their own (sized for
    * `promptLength` tokens where prefill writes chunks in place), as prefill leaves them after a
-   * chunk ending at `length`. Only for graphs without recurrent states, whose kept states are the
-   * prompt's last and not its beginning's.
+   * chunk ending at `length`. The cache may come in parts, one after another (a kept answer's
+   * columns after its prompt's). Only for graphs without recurrent states, whose kept states are
+   * the prompt's last and not its beginning's.
    */
-  prefix(state: PrefillState, length: number, promptLength: number): PrefillState {
+  prefix(parts: readonly PrefillState[], length: number, promptLength: number): PrefillState {
     const { kv } = this.sig;
-    if (this.sig.states.length || length > state.length) throw new Error("no such prefix");
+    const available = parts.reduce((a, p) => a + p.length, 0);
+    if (this.sig.states.length || length > available) throw new Error("no such prefix");
     const D = kv.headDim;
     const buffers = kv.entries.map(() => newKvArray(kv.type, kv.heads * (this.sliced ? promptLength : length) * D));
     const presents = kv.entries.map((_, i) => {
-      const from = state.presents[i];
-      copyRow(kvData(from), 0, from.dims[2], buffers[i], 0, length, length, kv.heads, D);
+      let at = 0;
+      for (const part of parts) {
+        if (at >= length) break;
+        const from = part.presents[i];
+        const columns = Math.min(part.length, length - at);
+        copyRow(kvData(from), 0, from.dims[2], buffers[i], 0, length, columns, kv.heads, D, at);
+        at += columns;
+      }
       return kvTensor(kv.type, buffers[i].subarray(0, kv.heads * length * D), [1, kv.heads, length, D]);
     });
     return { presents, length, buffers: this.sliced ? buffers : undefined };

@@ -74,7 +74,7 @@ export function createRunner(sig: GraphSignature, session: GraphSession, vocabSi
   return {
     layout: layout.name,
     prefill: (state, ids, start, end) => io.prefill(state, ids, start, end),
-    prefix: (state, length, promptLength) => io.prefix(state, length, promptLength),
+    prefix: (parts, length, promptLength) => io.prefix(parts, length, promptLength),
     createBatch: () => layout.create(io),
   };
 }

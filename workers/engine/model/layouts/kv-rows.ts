@@ -127,13 +127,16 @@ export class KvRows {
     });
   }
 
-  /** A copy of row `row`'s columns: [1, heads, length, head_dim] per entry. */
-  extract(row: number): { buffers: KvArray[]; length: number } {
+  /** A copy of row `row`'s columns from `from` on: [1, heads, length - from, head_dim] per entry. */
+  extract(row: number, from = 0): { buffers: KvArray[]; length: number } {
     const { heads, headDim: D } = this.shape;
-    const length = this.lengths[row];
+    const length = this.lengths[row] - from;
     const buffers = this.buffers.map((src) => {
       const dst = newKvArray(this.shape.type, heads * length * D);
-      copyRow(src, row, this.stride, dst, 0, length, length, heads, D);
+      for (let h = 0; h < heads; h++) {
+        const at = ((row * heads + h) * this.stride + from) * D;
+        dst.set(src.subarray(at, at + length * D), h * length * D);
+      }
       return dst;
     });
     return { buffers, length };

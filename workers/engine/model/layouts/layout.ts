@@ -41,10 +41,11 @@ export interface DecodeBatch {
    */
   step(tokens: readonly number[], between?: () => Promise<void>): Promise<Float32Array[]>;
   /**
-   * A copy of row `row`'s cache as it stands (every token fed so far), as a prefilled state: null
-   * for graphs with recurrent states, whose rows cannot be cut back to a beginning.
+   * A copy of row `row`'s cache as it stands (every token fed so far) from column `from` on, as a
+   * prefilled state of those columns: null for graphs with recurrent states, whose rows cannot be
+   * cut back to a beginning.
    */
-  extract(row: number): PrefillState | null;
+  extract(row: number, from?: number): PrefillState | null;
 }
 
 export interface ModelRunner {
@@ -60,10 +61,11 @@ export interface ModelRunner {
     end: number,
   ): Promise<{ state: PrefillState; logits: Float32Array }>;
   /**
-   * A new state holding the first `length` tokens of `state` (read only), with room for a prompt
-   * of `promptLength` tokens, for prefill to go on from. Caches only (not recurrent states).
+   * A new state holding the first `length` tokens of `parts` (read only; a cache in parts, one
+   * after another), with room for a prompt of `promptLength` tokens, for prefill to go on from.
+   * Caches only (not recurrent states).
    */
-  prefix(state: PrefillState, length: number, promptLength: number): PrefillState;
+  prefix(parts: readonly PrefillState[], length: number, promptLength: number): PrefillState;
   createBatch(): DecodeBatch;
 }
 

@@ -68,8 +68,8 @@ export abstract class RowsBatch {
   }
 
   /** DecodeBatch.extract. */
-  extract(row: number): PrefillState | null {
-    return this.states ? null : kvState(this.io, this.cache.extract(row));
+  extract(row: number, from = 0): PrefillState | null {
+    return this.states ? null : kvState(this.io, this.cache.extract(row, from));
   }
 
   /**
