@@ -590,6 +590,12 @@ export class Scheduler {
     if (this.prompts.has(key)) return false;
     const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
     if (bytes > this.promptCacheBytes) return false;
+    // An answer's base is as recently used as the answer: never the first to go for it.
+    for (const [k, p] of base ? this.prompts : [])
+      if (p === base) {
+        this.used(k, p);
+        break;
+      }
     this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant, ids, exact, ...(base ? { base } : {}) });
     this.promptBytes += bytes;
     const held = new Map<string, number>();
@@ -604,7 +610,7 @@ export class Scheduler {
         break;
       }
     }
-    return true;
+    return this.prompts.has(key);
   }
 
   /** Drops a kept entry and the answers whose base it is; returns what went. */
@@ -628,11 +634,11 @@ export class Scheduler {
     this.rows.forEach((r, i) => {
       const { seq, job } = r;
       if (!seq.finished || seq.finished.reason === "cancelled" || job.cancelled || !job.plan.request.messages) return;
-      if (this.kvBytes(1, seq.tokens.length) > this.promptCacheBytes) return;
       // Its prompt's entry, when it is still the very cache the row started from: then only the
       // answer's own columns are copied (with a long system prompt, most of the row is the prompt).
       const prompt = this.prompts.get(promptKey(job));
       const base = prompt && prompt.state === job.promptState ? prompt : undefined;
+      if (this.kvBytes(1, seq.tokens.length - (base?.state.length ?? 0)) > this.promptCacheBytes) return;
       const state = batch.extract(i, base ? base.state.length : 0);
       if (!state) return;
       const ids = seq.tokens.slice(0, (base?.state.length ?? 0) + state.length);
