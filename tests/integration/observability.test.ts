@@ -184,6 +184,21 @@ describe("logs and the metrics token", () => {
       expect((await scrape(app.url)).status).toBe(401);
       expect((await scrape(app.url, { authorization: "Bearer wrong-token-0123456789" })).status).toBe(401);
       expect((await scrape(app.url, { authorization: "Bearer metrics-token-0123456789" })).status).toBe(200);
+      // The health check counts the workers for anyone, and names the models they serve (deployed
+      // model ids) only to whoever may scrape: here, with the token, even from this machine.
+      const health = async (headers: Record<string, string> = {}) => {
+        const res = await fetch(`${app.url}/api/health`, { headers });
+        expect(res.status).toBe(200);
+        return (await res.json()) as { status: string; workers: { live: number; models?: string[] } };
+      };
+      const open = await health();
+      expect(open).toMatchObject({ status: "ok", workers: { live: 1 } });
+      expect(open.workers).not.toHaveProperty("models");
+      expect(JSON.stringify(open)).not.toContain("tiny");
+      expect((await health({ authorization: "Bearer wrong-token-0123456789" })).workers).not.toHaveProperty("models");
+      const operator = await health({ authorization: "Bearer metrics-token-0123456789" });
+      expect(operator.workers.models?.some((m) => m.startsWith(`${inject("tinyModel")}#`))).toBe(true);
+      expect((await fetch(`${app.url}/api/health`, { method: "POST" })).status).toBe(405);
     } finally {
       await world.close();
     }

@@ -70,6 +70,8 @@ describe("health", () => {
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ status: "ok", database: { ok: true }, workers: { live: expect.any(Number) } });
     expect(res.json.workers.live).toBeGreaterThanOrEqual(1);
+    // From this machine, with no METRICS_TOKEN set, the caller is an operator: the models are listed.
+    expect(res.json.workers.models.length).toBeGreaterThanOrEqual(1);
     expect((await client().get("/api/health/live")).json).toEqual({ ok: true });
   });
 });
