@@ -58,18 +58,21 @@ async function main(): Promise<void> {
       ...(e.WORKER_MEMORY_CHECK === "off" ? { availableMemory: null } : {}),
     }),
   });
+  // Publishes through the registration below (its first sync comes after it is made).
+  const supervisor = new ModelSupervisor(engine, (models, modelStates) =>
+    registration.advertise({ models, modelStates }),
+  );
   const server = await startInferenceServer({
     engine,
     host: e.WORKER_HOST,
     port: e.WORKER_PORT,
     secret: workerSecret(),
     metrics: workerMetrics(engine),
+    // Nothing until the first sync below: the worker advertises no model before it either.
+    serves: (model, dtype, tenant) => supervisor.serves(model, dtype, tenant),
   });
   const registration = await registerWorker(handle.db, { heartbeatSeconds: e.WORKER_HEARTBEAT_SECONDS });
   await registration.advertise({ address: server.url });
-  const supervisor = new ModelSupervisor(engine, (models, modelStates) =>
-    registration.advertise({ models, modelStates }),
-  );
   const served = await servedModels();
   supervisor.sync(served.wanted, served.excluded);
   const packager = startPackager({

@@ -162,5 +162,16 @@ describe("ModelSupervisor", () => {
       "org/m#q4|team:b": "excluded",
       "org/x#auto": "ready",
     });
+    // What its server takes: team a's requests for org/m in q4, anyone's for org/x (auto).
+    expect(supervisor.serves("org/m", "q4", "a")).toBe(true);
+    expect(supervisor.serves("org/m", "q4", "b")).toBe(false);
+    expect(supervisor.serves("org/m", "q4", undefined)).toBe(false);
+    expect(supervisor.serves("org/m", "fp32", "a")).toBe(false); // another dtype would load here
+    expect(supervisor.serves("org/x", "auto", "b")).toBe(true);
+    expect(supervisor.serves("org/x", "auto", undefined)).toBe(true);
+    expect(supervisor.serves("org/y", "auto", "a")).toBe(false);
+    // Team a's deployments leave: its requests are turned away at once.
+    supervisor.sync([{ model: "org/x", dtype: "auto" }]);
+    expect(supervisor.serves("org/m", "q4", "a")).toBe(false);
   });
 });

@@ -4,7 +4,7 @@
 // is published in the registry, where the app reads it: the dashboard and the API show it, and
 // requests get a 503 with Retry-After while a model downloads instead of waiting for it. A
 // deployed model that WORKER_SERVES leaves to other workers is published as `excluded`.
-import { servedModelKey, type DtypeChoice, type ModelState } from "@/lib/contracts/models";
+import { servedModelKey, teamModelKey, type DtypeChoice, type ModelState } from "@/lib/contracts/models";
 import type { Engine } from "./engine/engine";
 import { isEngineError } from "./engine/errors";
 import type { LoadProgress } from "./engine/model/progress";
@@ -85,6 +85,16 @@ export class ModelSupervisor {
     }
     this.excluded = left;
     this.changed(true);
+  }
+
+  /**
+   * Whether a request for `model` in `dtype` from team `tenant` is this worker's to answer: the
+   * (model, dtype) is wanted here under its plain key, or under `tenant`'s team key.
+   */
+  serves(model: string, dtype: DtypeChoice, tenant: string | undefined): boolean {
+    const key = servedModelKey(model, dtype);
+    const keys = this.aliases.get(key) ?? [];
+    return keys.includes(key) || (tenant !== undefined && keys.includes(teamModelKey(key, tenant)));
   }
 
   /** What the worker serves now (the registry's `models`). */

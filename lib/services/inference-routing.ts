@@ -218,7 +218,9 @@ export async function withWorker<T>(
     // restarted a moment ago registers under a new id and address). The workers tried are left
     // out before anything else, so a new worker still loading the model is waited for as when
     // no worker serves it yet, rather than the request failing on the dead one's fresh row.
-    if (i === candidates.length - 1 && !last) {
+    // So with workers that turned the request away as not theirs (a worker restarted with other
+    // WORKER_SERVES): the fresh read knows where the model is now.
+    if (i === candidates.length - 1 && (!last || modelNotServed(last))) {
       const fresh = await workersFor(db, key, signal, { fresh: true, exclude: tried, teamId });
       candidates = [...candidates, ...fresh];
     }

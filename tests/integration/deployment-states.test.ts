@@ -1,6 +1,9 @@
+import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DeploymentDto } from "@/lib/contracts/deployments";
 import type { DbHandle } from "@/lib/db/client";
+import { workers } from "@/lib/db/schema";
+import { InferenceClient } from "@/lib/inference/client";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment, deleteDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
@@ -194,5 +197,18 @@ describe("deployment states", () => {
     // Team states' deployment of the same model is served as before, by the same worker.
     expect((await state("from-hub")).status.state).toBe("ready");
     expect((await complete("from-hub")).status).toBe(200);
+    // The worker itself turns away outsider's request, should an app whose view of the workers
+    // is out of date send it there: a 404 on `model`, on which the app tries other workers.
+    const [row] = await handle.db.select().from(workers);
+    // lib/internal-secret.ts's derivation, from the AUTH_SECRET this world's processes share.
+    const internalSecret = createHmac("sha256", inject("authSecret")).update("worker-internal:v1").digest("base64url");
+    const direct = new InferenceClient({ url: row!.address!, secret: internalSecret });
+    const ask = { model: "acme/tiny", dtype: "fp32" as const, prompt: "Once upon a time", max_tokens: 2 };
+    await expect(direct.generate({ ...ask, tenant: outsider.id })).rejects.toMatchObject({
+      status: 404,
+      param: "model",
+    });
+    await expect(direct.generate(ask)).rejects.toMatchObject({ status: 404, param: "model" }); // no team: none of its
+    expect((await direct.generate({ ...ask, tenant: teamId })).choices).toHaveLength(1);
   }, 30_000);
 });

@@ -51,6 +51,42 @@ describe("internal inference server", () => {
     expect(events.at(-1)).toMatchObject({ type: "done" });
   });
 
+  it("with `serves`, turns away a model, dtype or team it was not given, before the engine sees it", async () => {
+    const asked: string[] = [];
+    const placed = await startInferenceServer({
+      engine,
+      secret,
+      log: () => {},
+      serves: (model, dtype, tenant) => (asked.push(`${model}#${dtype}@${tenant}`), dtype === "auto" && tenant === "a"),
+    });
+    try {
+      const c = new InferenceClient({ url: placed.url, secret });
+      const model = engine.models[0]!;
+      const loaded = async () => (await engine.loadStats()).map((l) => `${l.dtype}`);
+      const before = await loaded();
+      await expect(c.generate({ model, tenant: "b", prompt: "Hi", max_tokens: 2 })).rejects.toMatchObject({
+        status: 404,
+        param: "model",
+        message: expect.stringContaining("not served by this worker for this team"),
+      });
+      await expect(c.generate({ model, dtype: "q4", tenant: "a", prompt: "Hi", max_tokens: 2 })).rejects.toMatchObject({
+        status: 404,
+        param: "model",
+      });
+      expect(await loaded()).toEqual(before); // no q4 load began
+      // The streaming route is guarded the same way.
+      await expect(async () => {
+        for await (const e of c.stream({ model, tenant: "b", prompt: "Hi", max_tokens: 2 })) void e;
+      }).rejects.toMatchObject({ status: 404, param: "model" });
+      // Team a's request, dtype defaulting to auto, is served as without the guard.
+      const req = { model, tenant: "a", prompt: "The dog sleeps in the", max_tokens: 4, seed: 1 };
+      expect(await c.generate(req)).toEqual(await engine.generate(req));
+      expect(asked).toEqual([`${model}#auto@b`, `${model}#q4@a`, `${model}#auto@b`, `${model}#auto@a`]);
+    } finally {
+      await placed.close();
+    }
+  });
+
   it("errors use the error body with the right status", async () => {
     await expect(client.generate({ prompt: "Hi", top_k: 0 })).rejects.toMatchObject({
       status: 400,

@@ -8,6 +8,11 @@
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
+//
+// With `serves`, a request for a (model, dtype) the worker was not given for the request's team
+// (WORKER_SERVES, or no longer deployed) is a 404 on `model` before anything runs or loads; the
+// app then tries the next worker. Routing already keeps such requests away; this covers an app
+// whose view of the workers is a few seconds old (a worker restarted with other WORKER_SERVES).
 //   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
 // Errors before the response starts: the error body {"error":{type,message,param?}} with its
@@ -20,8 +25,10 @@ import type { AddressInfo } from "node:net";
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { Registry } from "prom-client";
 import type { GenerationStreamEvent } from "@/lib/contracts/generation";
+import { DtypeChoiceSchema, type DtypeChoice } from "@/lib/contracts/models";
 import { env } from "@/lib/env";
 import { collectResult, type Engine } from "../engine/engine";
+import { EngineError } from "../engine/errors";
 import { httpError, toHttpError, type HttpError } from "./error-mapping";
 import { logger } from "@/lib/observe/log";
 
@@ -34,6 +41,11 @@ export interface InferenceServerOptions {
   maxBodyBytes?: number;
   /** Longest silence within an answer (default: a third of WORKER_IDLE_TIMEOUT_MS). */
   keepAliveMs?: number;
+  /**
+   * Whether the worker takes a request for `model` in `dtype` from team `tenant` (the app's
+   * routing keys: WORKER_SERVES's placement). Unset: every model the engine serves, for anyone.
+   */
+  serves?: (model: string, dtype: DtypeChoice, tenant: string | undefined) => boolean;
   /** The worker's metrics, served as prom-client JSON at GET /metrics. */
   metrics?: Registry;
   log?: (msg: string, err?: unknown) => void;
@@ -103,6 +115,8 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
     }
     const body = await readJson(req, maxBody);
     if ("status" in body) return send(res, body);
+    const refused = opts.serves && refusal(opts.serves, body.value);
+    if (refused) return send(res, toHttpError(refused));
 
     // Cancel the generation when the client goes away before the response is complete.
     const controller = new AbortController();
@@ -203,6 +217,21 @@ function json(res: ServerResponse, status: number, value: unknown) {
 }
 
 const send = (res: ServerResponse, e: HttpError) => json(res, e.status, e.body);
+
+/** Why `serves` turns a request away (its model, dtype and team as sent), or null. */
+function refusal(serves: NonNullable<InferenceServerOptions["serves"]>, value: unknown): EngineError | null {
+  const { model, dtype, tenant } = (value ?? {}) as { model?: unknown; dtype?: unknown; tenant?: unknown };
+  // Without a model the engine's default answers; a malformed request is the engine's 400.
+  if (typeof model !== "string") return null;
+  const choice = DtypeChoiceSchema.safeParse(dtype ?? "auto");
+  if (!choice.success || (tenant !== undefined && typeof tenant !== "string")) return null;
+  if (serves(model, choice.data, tenant)) return null;
+  return new EngineError(
+    "model_not_found",
+    `model ${model} (${choice.data}) is not served by this worker${tenant === undefined ? "" : " for this team"}`,
+    "model",
+  );
+}
 
 async function readJson(req: IncomingMessage, limit: number): Promise<{ value: unknown } | HttpError> {
   const chunks: Buffer[] = [];
