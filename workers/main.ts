@@ -36,15 +36,18 @@ async function main(): Promise<void> {
       const key = servedModelKey(d.model, d.dtype);
       return byTeam ? teamModelKey(key, d.teamId) : key;
     };
-    const served = deployed.filter((d) => places(e.WORKER_SERVES, d));
+    const served: typeof deployed = [];
+    const left: typeof deployed = [];
+    for (const d of deployed) (places(e.WORKER_SERVES, d) ? served : left).push(d);
     return {
       wanted: [
         ...e.WORKER_MODELS.map((model) => ({ model, dtype: "auto" as const })),
         ...served.map((d) => ({ model: d.model, dtype: d.dtype, keys: [keyOf(d)] })),
       ],
-      excluded: deployed
-        .filter((d) => !places(e.WORKER_SERVES, d))
-        .map((d) => ({ key: keyOf(d), what: `${d.model} (${d.dtype})${byTeam ? ` for team ${d.teamSlug}` : ""}` })),
+      excluded: left.map((d) => ({
+        key: keyOf(d),
+        what: `${d.model} (${d.dtype})${byTeam ? ` for team ${d.teamSlug}` : ""}`,
+      })),
     };
   };
   const engine = new Engine({
