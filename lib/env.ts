@@ -67,6 +67,11 @@ const EnvSchema = z.object({
   /** Whether the prompt cache also keeps finished chat answers, for the conversation's next turn. */
   WORKER_PROMPT_CACHE_ANSWERS: z.enum(["on", "off"]).default("on"),
   /**
+   * Whether the prompt cache may also fill the KV cache budget's idle room, beyond
+   * WORKER_PROMPT_CACHE_MB, giving it back as the batch needs it (scheduler.ts, promptCacheIdleKv).
+   */
+  WORKER_PROMPT_CACHE_IDLE: z.enum(["on", "off"]).default("on"),
+  /**
    * Whether q8/int8/uint8 models batch their rows (their activations quantized row by row, the
    * weights kept twice in memory: workers/engine/model/row-quantization.ts). `off`: one pass per row.
    */

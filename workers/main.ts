@@ -55,6 +55,7 @@ async function main(): Promise<void> {
     ...(e.WORKER_KV_CACHE_MB ? { kvBudgetBytes: e.WORKER_KV_CACHE_MB * 2 ** 20 } : {}),
     promptCacheBytes: e.WORKER_PROMPT_CACHE_MB * 2 ** 20,
     promptCacheAnswers: e.WORKER_PROMPT_CACHE_ANSWERS === "on",
+    promptCacheIdleKv: e.WORKER_PROMPT_CACHE_IDLE === "on",
     loadOptions: (_id, dtype) => ({
       dtype,
       rowWiseQuantization: e.WORKER_ROW_QUANTIZATION === "on",

@@ -403,3 +403,65 @@ describe("a kept answer's bytes", () => {
     await small.engine.dispose();
   });
 });
+
+describe("the prompt cache's idle room", () => {
+  it("fills the KV budget's idle room beyond its bytes, and gives it back to a request that needs it, keeping what that request starts from", async () => {
+    const dir = await tinyModelDir();
+    const prompts = ["river", "bridge", "mill", "forest", "harbour"].map((w) => PROMPT.replace("river", w));
+    // Each prompt's entry, and the cache a long request on prompts[0] is planned to take.
+    const probe = await engineOn(dir);
+    const size: number[] = [];
+    for (const prompt of prompts) {
+      const before = probe.scheduler.stats().promptCacheBytes;
+      await probe.engine.generate({ prompt, max_tokens: 2 });
+      size.push(probe.scheduler.stats().promptCacheBytes - before);
+    }
+    const { kv } = probe.m.info.graph;
+    const bytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
+    const noEos = Object.fromEntries(probe.m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const big = { prompt: prompts[0], max_tokens: 160, temperature: 0, logit_bias: noEos };
+    const bigPlanned = (probe.m.tokenizer.encode(prompts[0]).length + big.max_tokens) * bytesPerToken;
+    await probe.engine.dispose();
+    const entry = Math.max(...size);
+    // While the long request runs, the budget leaves the cache one and a half entries of idle
+    // room, over its own bytes (one entry): two entries, not three. While short requests run
+    // (each planned at 16 tokens or less), room for all five.
+    const budget = bigPlanned + 1.5 * entry;
+    expect(entry + budget - 16 * bytesPerToken).toBeGreaterThan(5 * entry);
+
+    const run = async (idle: boolean) => {
+      const e = await engineOn(dir, { promptCacheBytes: entry, kvBudgetBytes: budget, promptCacheIdleKv: idle });
+      const hits = async (prompt: string) => {
+        const before = e.scheduler.stats().promptCacheHits;
+        await e.engine.generate({ prompt, max_tokens: 2 });
+        return e.scheduler.stats().promptCacheHits - before;
+      };
+      for (const prompt of prompts) expect(await hits(prompt)).toBe(0);
+      const kept = e.scheduler.stats().promptCacheBytes;
+      const replays = [];
+      for (const prompt of prompts) replays.push(await hits(prompt));
+      return { e, hits, kept, replays };
+    };
+
+    // Without the idle room: one entry's bytes, so each prompt pushed out the one before.
+    const off = await run(false);
+    expect(off.kept).toBeLessThanOrEqual(entry);
+    expect(off.replays).toEqual([0, 0, 0, 0, 0]);
+    await off.e.engine.dispose();
+
+    // With it: all five kept, and each replay answered from the cache.
+    const on = await run(true);
+    expect(on.kept).toBe(size.reduce((a, b) => a + b));
+    expect(on.replays).toEqual([1, 1, 1, 1, 1]);
+    // The long request needs the room: the cache gives it back down to two entries, the least
+    // recently used first, but not prompts[0] (the least recently used of all), which it starts from.
+    const before = on.e.scheduler.stats().promptCacheHits;
+    const out = await on.e.engine.generate(big);
+    expect(out.choices[0]!.finish_reason).toBe("length");
+    expect(on.e.scheduler.stats().promptCacheHits - before).toBe(1);
+    expect(on.e.scheduler.stats().promptCacheBytes).toBeLessThanOrEqual(2.5 * entry);
+    expect(await on.hits(prompts[4])).toBe(1); // the most recently used other entry stayed
+    expect(await on.hits(prompts[1])).toBe(0); // the least recently used went
+    await on.e.engine.dispose();
+  });
+});

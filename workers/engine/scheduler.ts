@@ -79,6 +79,15 @@ export interface SchedulerOptions {
    * identical to an engine without the cache.
    */
   promptCacheAnswers?: boolean;
+  /**
+   * Whether the prompt cache may also fill the KV budget's idle room (default false): beyond
+   * promptCacheBytes, it may hold what the batch's cache, planned at every row's prompt +
+   * max_tokens, leaves of kvBudgetBytes. An admitted request that needs that room takes it back
+   * (the team that holds the most drops its least recently used first). So the worker's cache
+   * memory stays within promptCacheBytes + kvBudgetBytes, and what the batch does not use keeps
+   * prompts and conversations.
+   */
+  promptCacheIdleKv?: boolean;
 }
 
 /** A finished prompt's prefill (or a finished chat answer's cache), kept for the next requests. */
@@ -145,6 +154,7 @@ export class Scheduler {
   private promptBytes = 0;
   private readonly promptCacheBytes: number;
   private readonly promptCacheAnswers: boolean;
+  private readonly promptCacheIdleKv: boolean;
   /** Chat answers kept (promptCacheAnswers). */
   private answersKept = 0;
   /** Requests whose prefill the prompt cache answered. */
@@ -165,6 +175,7 @@ export class Scheduler {
     this.useExps = opts.samplingExps ?? true;
     this.promptCacheBytes = opts.promptCacheBytes ?? 64 * 2 ** 20;
     this.promptCacheAnswers = opts.promptCacheAnswers ?? true;
+    this.promptCacheIdleKv = (opts.promptCacheIdleKv ?? false) && Number.isFinite(this.kvBudgetBytes);
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
     // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
@@ -393,7 +404,15 @@ export class Scheduler {
     if ((running.get(next.tenant) ?? 0) + n > this.maxBatch || occupied + n > 2 * this.maxBatch) return;
     // The cache the batch would come to hold with it; past the budget it waits for rows to end
     // (it fits alone: submit checked).
-    if (occupied > 0 && this.kvBytes(occupied + n, Math.max(longest, spanOf(next.plan))) > this.kvBudgetBytes) return;
+    const planned = this.kvBytes(occupied + n, Math.max(longest, spanOf(next.plan)));
+    if (occupied > 0 && planned > this.kvBudgetBytes) return;
+    // The prompt cache gives back the idle room it held that the batch now needs; first, what
+    // this request starts from is made the most recently used, so that it is not what goes.
+    if (this.promptCacheIdleKv && this.promptBytes > this.promptRoom(planned)) {
+      const from = this.startingEntry(next);
+      if (from) this.used(...from);
+      this.shrinkPrompts(this.promptRoom(planned));
+    }
     this.dequeue(next);
     this.prefilling = next;
     const times = this.times.get(next);
@@ -536,8 +555,22 @@ export class Scheduler {
    * kept for the whole prompt only.
    */
   private reusePrefix(job: GenerationJob) {
+    const found = this.prefixOf(job);
+    if (!found) return;
+    const { best, length } = found;
+    this.used(...best);
+    const exact = best[1].exact;
+    job.prefillKv = this.model.runner.prefix(partsOf(best[1]), length, job.plan.promptIds.length);
+    job.prefilled = length;
+    if (length > exact) job.exactColumns = exact;
+    this.prefixHits++;
+    this.prefixTokens += length;
+  }
+
+  /** The kept entry whose beginning a job's prompt starts from (see reusePrefix), and how far. */
+  private prefixOf(job: GenerationJob): { best: [string, CachedPrompt]; length: number } | null {
     const chunk = this.prefillChunk;
-    if (!Number.isFinite(chunk) || this.stateBytesPerRow > 0) return;
+    if (!Number.isFinite(chunk) || this.stateBytesPerRow > 0) return null;
     const ids = job.plan.promptIds;
     let best: [string, CachedPrompt] | undefined;
     let length = 0;
@@ -550,14 +583,15 @@ export class Scheduler {
       const usable = n <= p.exact ? n - (n % chunk) : n;
       if (usable > length) [best, length] = [entry, usable];
     }
-    if (!best) return;
-    this.used(...best);
-    const exact = best[1].exact;
-    job.prefillKv = this.model.runner.prefix(partsOf(best[1]), length, ids.length);
-    job.prefilled = length;
-    if (length > exact) job.exactColumns = exact;
-    this.prefixHits++;
-    this.prefixTokens += length;
+    return best ? { best, length } : null;
+  }
+
+  /** The kept entry a job's prefill will start from: its very prompt, or a beginning of it. */
+  private startingEntry(job: GenerationJob): [string, CachedPrompt] | null {
+    if (job.prefilled > 0) return null;
+    const key = promptKey(job);
+    const exact = this.prompts.get(key);
+    return exact ? [key, exact] : (this.prefixOf(job)?.best ?? null);
   }
 
   /** A kept prompt just used: most recently used, so last in the map. */
@@ -589,7 +623,8 @@ export class Scheduler {
   ): boolean {
     if (this.prompts.has(key)) return false;
     const bytes = this.kvBytes(1, state.length) - this.stateBytesPerRow / 2 + logits.byteLength;
-    if (bytes > this.promptCacheBytes) return false;
+    const room = this.promptRoom();
+    if (bytes > room) return false;
     // An answer's base is as recently used as the answer: never the first to go for it.
     for (const [k, p] of base ? this.prompts : [])
       if (p === base) {
@@ -598,9 +633,34 @@ export class Scheduler {
       }
     this.prompts.set(key, { state, logits: logits.slice(), bytes, tenant, ids, exact, ...(base ? { base } : {}) });
     this.promptBytes += bytes;
+    this.shrinkPrompts(room);
+    return this.prompts.has(key);
+  }
+
+  /**
+   * The bytes the prompt cache may hold: promptCacheBytes and, with promptCacheIdleKv, what the
+   * batch leaves of the KV budget, measured as the budget is: every row (and the prefill under
+   * way) at its prompt + max_tokens, the longest for all. `planned`: that, with a request about
+   * to join.
+   */
+  private promptRoom(planned?: number): number {
+    if (!this.promptCacheIdleKv) return this.promptCacheBytes;
+    let batch = planned;
+    if (batch === undefined) {
+      const spans = [...this.rows, ...this.joiners.map((j) => j.row)].map((r) => spanOf(r.job.plan));
+      const p = this.prefilling;
+      if (p) spans.push(...Array.from({ length: p.plan.request.n }, () => spanOf(p.plan)));
+      batch = spans.length > 0 ? this.kvBytes(spans.length, Math.max(...spans)) : 0;
+    }
+    return this.promptCacheBytes + Math.max(0, this.kvBudgetBytes - batch);
+  }
+
+  /** Drops kept entries until the cache holds at most `room` bytes. */
+  private shrinkPrompts(room: number) {
+    if (this.promptBytes <= room) return;
     const held = new Map<string, number>();
     for (const p of this.prompts.values()) held.set(p.tenant, (held.get(p.tenant) ?? 0) + p.bytes);
-    while (this.promptBytes > this.promptCacheBytes) {
+    while (this.promptBytes > room) {
       // The team holding the most gives way: another team's stream of new prompts cannot push out
       // a team's few kept ones (its system prompt), only the least used of its own.
       const largest = [...held].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
@@ -610,7 +670,6 @@ export class Scheduler {
         break;
       }
     }
-    return this.prompts.has(key);
   }
 
   /** Drops a kept entry and the answers whose base it is; returns what went. */
@@ -631,6 +690,7 @@ export class Scheduler {
     const batch = this.batch;
     if (!batch || !this.promptCacheAnswers || this.promptCacheBytes <= 0) return;
     if (!Number.isFinite(this.prefillChunk) || this.stateBytesPerRow > 0) return;
+    const room = this.promptRoom();
     this.rows.forEach((r, i) => {
       const { seq, job } = r;
       if (!seq.finished || seq.finished.reason === "cancelled" || job.cancelled || !job.plan.request.messages) return;
@@ -638,7 +698,7 @@ export class Scheduler {
       // answer's own columns are copied (with a long system prompt, most of the row is the prompt).
       const prompt = this.prompts.get(promptKey(job));
       const base = prompt && prompt.state === job.promptState ? prompt : undefined;
-      if (this.kvBytes(1, seq.tokens.length - (base?.state.length ?? 0)) > this.promptCacheBytes) return;
+      if (this.kvBytes(1, seq.tokens.length - (base?.state.length ?? 0)) > room) return;
       const state = batch.extract(i, base ? base.state.length : 0);
       if (!state) return;
       const ids = seq.tokens.slice(0, (base?.state.length ?? 0) + state.length);
