@@ -78,8 +78,12 @@ describe("users", () => {
     const legacy = `scrypt$16384$8$1$${salt.toString("base64url")}$${key.toString("base64url")}`;
     await h.db.update(users).set({ passwordHash: legacy }).where(eq(users.id, user.id));
     expect(await authenticateUser(h.db, email, PASSWORD)).not.toBeNull();
+    // The new hash (N = 2^17, ~0.3 s of one core alone) is written after the sign-in answers: on a
+    // busy machine it takes seconds, so the poll waits longer than its default second.
     await expect
-      .poll(async () => (await h.db.select().from(users).where(eq(users.id, user.id)))[0]!.passwordHash.split("$")[1])
+      .poll(async () => (await h.db.select().from(users).where(eq(users.id, user.id)))[0]!.passwordHash.split("$")[1], {
+        timeout: 20_000,
+      })
       .toBe(String(2 ** 17));
     expect(await authenticateUser(h.db, email, PASSWORD)).not.toBeNull();
   });
