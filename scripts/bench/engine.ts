@@ -12,7 +12,9 @@
 // adds shared_prefix_ttft_speedup: the first token of a question after a ~700-token system prompt,
 // the system prompt's first question / the next ones (which start from its kept chunks); and
 // chat_next_turn_ttft_speedup: the first token of a conversation's second turn after a 256-token
-// answer, when only the first turn's prompt was kept / when its answer was kept too.
+// answer, when only the first turn's prompt was kept / when its answer was kept too; and
+// many_chats_next_turn_ttft_speedup: the same for 12 conversations at once, with the cache kept
+// to its 64 MiB / also in the KV budget's idle room (the worker's default).
 // Every figure is a ratio against a reference measured in the same run, per dtype:
 //   decode_vs_reference  single-stream greedy decode tokens/s, ours / transformers.js generate()
 //                        on the same file and dtype
@@ -177,10 +179,10 @@ async function benchDtype(
   log(`throughput: 1 stream ${single.toFixed(1)} tok/s, 8 streams ${aggregate.toFixed(1)} tok/s`);
 
   // 3. Time to first token of a new request: idle engine vs while 8 streams decode.
-  const ttft = async (prompt: string | Record<string, unknown> = LONG_PROMPT) => {
+  const ttft = async (prompt: string | Record<string, unknown> = LONG_PROMPT, on = engine) => {
     const start = now();
     const request = typeof prompt === "string" ? { prompt } : prompt;
-    for await (const e of await engine.start({ ...request, max_tokens: 1, temperature: 0 }))
+    for await (const e of await on.start({ ...request, max_tokens: 1, temperature: 0 }))
       if (e.type === "delta" || e.type === "finish") break;
     return now() - start;
   };
@@ -278,6 +280,48 @@ async function benchDtype(
         `${median(keptTurn).toFixed(0)} ms (${reused} tokens reused), its first prompt only ${median(promptOnly).toFixed(0)} ms`,
     );
     figures.chat_next_turn_ttft_speedup = median(promptOnly) / median(keptTurn);
+
+    // 8. Many conversations at once: 12 of them (a ~200-token first message each, 64-token
+    // answers) hold ~19 MB each in fp32, so 64 MiB (WORKER_PROMPT_CACHE_MB) keeps the last three.
+    // Their second turns' first tokens, with the cache kept to 64 MiB / with it also in the KV
+    // budget's idle room (WORKER_PROMPT_CACHE_IDLE, the worker's default), each on an engine of
+    // its own with the default budget (half the memory left).
+    const conversations = quick ? 6 : 12;
+    const secondTurns: Record<string, number[]> = {};
+    const reusedTokens: Record<string, number> = {};
+    for (const idle of [false, true]) {
+      const own = new Engine({
+        models: [dir],
+        loadOptions: () => ({ dtype, rowWiseQuantization }),
+        promptCacheIdleKv: idle,
+      });
+      const om = await own.load();
+      const firsts = Array.from({ length: conversations }, (_, c) => {
+        let content = `Conversation ${c}: tell me about the village.`;
+        while (om.tokenizer.encode(content).length < 200) content += ` ${LONG_PROMPT}`;
+        return [{ role: "user" as const, content }];
+      });
+      const turn1 = { max_tokens: 64, temperature: 0, logit_bias: noEos, logprobs: 1 };
+      const answers = await Promise.all(firsts.map((first) => own.generate({ ...turn1, messages: first })));
+      const before = (await own.scheduler()).stats().promptCachePrefixTokens;
+      const times: number[] = [];
+      for (const [c, first] of firsts.entries()) {
+        const ids = om.tokenizer.encode(renderChat(om.tokenizer, first), { add_special_tokens: false });
+        const generated = answers[c].choices[0].logprobs!.map((l) => l.token_id);
+        const next = [...ids, ...generated, ...om.tokenizer.encode("\nAnd then?\n", { add_special_tokens: false })];
+        times.push(await ttft({ prompt: next }, own));
+      }
+      const key = idle ? "idle" : "fixed";
+      secondTurns[key] = times;
+      reusedTokens[key] = (await own.scheduler()).stats().promptCachePrefixTokens - before;
+      await own.dispose();
+    }
+    log(
+      `${conversations} conversations' second turns, first token: cache in 64 MiB ${median(secondTurns.fixed).toFixed(0)} ms ` +
+        `(${reusedTokens.fixed} tokens reused), also in the KV budget's idle room ${median(secondTurns.idle).toFixed(0)} ms ` +
+        `(${reusedTokens.idle} tokens reused)`,
+    );
+    figures.many_chats_next_turn_ttft_speedup = median(secondTurns.fixed) / median(secondTurns.idle);
   }
   await ref.dispose();
   // 5. Memory (fp32): RSS after 1,000 sequential requests vs after the first 100.
