@@ -116,7 +116,10 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
     const body = await readJson(req, maxBody);
     if ("status" in body) return send(res, body);
     const refused = opts.serves && refusal(opts.serves, body.value);
-    if (refused) return send(res, toHttpError(refused));
+    if (refused) {
+      logger().warn({ reqId: req.headers["x-request-id"] ?? null, err: refused.message }, "request turned away");
+      return send(res, toHttpError(refused));
+    }
 
     // Cancel the generation when the client goes away before the response is complete.
     const controller = new AbortController();
