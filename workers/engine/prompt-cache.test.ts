@@ -20,6 +20,17 @@ async function engineOn(dir: string, opts: Partial<EngineOptions> = {}) {
   return { engine, m, scheduler };
 }
 
+/** The bytes each prompt's entry adds to the prompt cache, the prompts run one after another. */
+async function entrySizes(e: Awaited<ReturnType<typeof engineOn>>, prompts: readonly string[]) {
+  const size: number[] = [];
+  for (const prompt of prompts) {
+    const before = e.scheduler.stats().promptCacheBytes;
+    await e.engine.generate({ prompt, max_tokens: 2 });
+    size.push(e.scheduler.stats().promptCacheBytes - before);
+  }
+  return size;
+}
+
 /** One model per cache layout: exact-length, padded and gqa rows, and recurrent states. */
 const MODELS = [
   { name: "gpt2, exact-length rows", dir: () => tinyModelDir() },
@@ -296,12 +307,7 @@ describe("the prompt cache's bytes between teams", () => {
     const dir = await llamaModelDir();
     const prompts = ["small", "large", "quiet", "green", "little"].map((w) => PROMPT.replace("small", w));
     const probe = await engineOn(dir);
-    const size: number[] = [];
-    for (const prompt of prompts) {
-      const before = probe.scheduler.stats().promptCacheBytes;
-      await probe.engine.generate({ prompt, max_tokens: 2 });
-      size.push(probe.scheduler.stats().promptCacheBytes - before);
-    }
+    const size = await entrySizes(probe, prompts);
     await probe.engine.dispose();
     expect(new Set(size).size).toBe(1); // one size: room for exactly 3
     const { engine, scheduler } = await engineOn(dir, { promptCacheBytes: 3 * size[0] });
@@ -410,12 +416,7 @@ describe("the prompt cache's idle room", () => {
     const prompts = ["river", "bridge", "mill", "forest", "harbour"].map((w) => PROMPT.replace("river", w));
     // Each prompt's entry, and the cache a long request on prompts[0] is planned to take.
     const probe = await engineOn(dir);
-    const size: number[] = [];
-    for (const prompt of prompts) {
-      const before = probe.scheduler.stats().promptCacheBytes;
-      await probe.engine.generate({ prompt, max_tokens: 2 });
-      size.push(probe.scheduler.stats().promptCacheBytes - before);
-    }
+    const size = await entrySizes(probe, prompts);
     const { kv } = probe.m.info.graph;
     const bytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
     const noEos = Object.fromEntries(probe.m.info.eosTokenIds.map((id) => [String(id), -100]));
