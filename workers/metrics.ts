@@ -17,7 +17,8 @@ export function workerMetrics(engine: Engine): Registry {
       | "promptCacheBytes"
       | "promptCacheHits"
       | "promptCachePrefixTokens"
-      | "promptCacheAnswers",
+      | "promptCacheAnswers"
+      | "promptCacheRoom",
   ) => (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
   new Gauge({
     name: "lmp_engine_queue_depth",
@@ -73,6 +74,14 @@ export function workerMetrics(engine: Engine): Registry {
     registers: [registry],
     async collect() {
       this.set(await sum("promptCacheAnswers"));
+    },
+  });
+  new Gauge({
+    name: "lmp_prompt_cache_room_bytes",
+    help: "Bytes the prompt caches may hold now: WORKER_PROMPT_CACHE_MB per model, plus what the batches leave of their KV budgets (WORKER_PROMPT_CACHE_IDLE).",
+    registers: [registry],
+    async collect() {
+      this.set(await sum("promptCacheRoom"));
     },
   });
   return registry;

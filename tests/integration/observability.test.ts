@@ -65,6 +65,9 @@ describe("metrics", () => {
     expect(family(families, "lmp_engine_running_sequences")).toBeDefined();
     expect(family(families, "lmp_kv_cache_bytes")).toBeDefined();
     expect(family(families, "lmp_prompt_cache_answers")?.metrics[0]?.labels?.worker).toMatch(/^wrk_/);
+    // The prompt cache's room: its 64 MiB and, by default, the idle part of the KV budget (at
+    // least 256 MiB, less what the batch's rows are planned to take): more than the 64 MiB alone.
+    expect(Number(family(families, "lmp_prompt_cache_room_bytes")?.metrics[0]?.value)).toBeGreaterThan(192 * 2 ** 20);
     expect(family(families, "process_cpu_user_seconds_total")).toBeDefined();
   });
 });

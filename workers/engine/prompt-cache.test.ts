@@ -446,12 +446,16 @@ describe("the prompt cache's idle room", () => {
 
     // Without the idle room: one entry's bytes, so each prompt pushed out the one before.
     const off = await run(false);
+    await off.e.scheduler.whenIdle();
+    expect(off.e.scheduler.stats().promptCacheRoom).toBe(entry);
     expect(off.kept).toBeLessThanOrEqual(entry);
     expect(off.replays).toEqual([0, 0, 0, 0, 0]);
     await off.e.engine.dispose();
 
     // With it: all five kept, and each replay answered from the cache.
     const on = await run(true);
+    await on.e.scheduler.whenIdle();
+    expect(on.e.scheduler.stats().promptCacheRoom).toBe(entry + budget); // an idle batch: the whole budget
     expect(on.kept).toBe(size.reduce((a, b) => a + b));
     expect(on.replays).toEqual([1, 1, 1, 1, 1]);
     // The long request needs the room: the cache gives it back down to two entries, the least

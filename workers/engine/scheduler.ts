@@ -208,6 +208,8 @@ export class Scheduler {
       promptCachePrefixTokens: this.prefixTokens,
       /** Finished chat answers whose caches were kept for their conversation's next turn. */
       promptCacheAnswers: this.answersKept,
+      /** The bytes the prompt cache may hold now: promptCacheBytes and the KV budget's idle room. */
+      promptCacheRoom: this.promptCacheBytes > 0 ? this.promptRoom() : 0,
     };
   }
 
