@@ -410,10 +410,11 @@ export class Scheduler {
     if (occupied > 0 && planned > this.kvBudgetBytes) return;
     // The prompt cache gives back the idle room it held that the batch now needs; first, what
     // this request starts from is made the most recently used, so that it is not what goes.
-    if (this.promptCacheIdleKv && this.promptBytes > this.promptRoom(planned)) {
+    const room = this.promptRoom(planned);
+    if (this.promptBytes > room) {
       const from = this.startingEntry(next);
       if (from) this.used(...from);
-      this.shrinkPrompts(this.promptRoom(planned));
+      this.shrinkPrompts(room);
     }
     this.dequeue(next);
     this.prefilling = next;

@@ -8,12 +8,12 @@
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
+//   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
 // With `serves`, a request for a (model, dtype) the worker was not given for the request's team
 // (WORKER_SERVES, or no longer deployed) is a 404 on `model` before anything runs or loads; the
 // app then tries the next worker. Routing already keeps such requests away; this covers an app
 // whose view of the workers is a few seconds old (a worker restarted with other WORKER_SERVES).
-//   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
 // Errors before the response starts: the error body {"error":{type,message,param?}} with its
 // status (400, 401, 404, 413, 429 rate_limited when the engine is overloaded, 500).
