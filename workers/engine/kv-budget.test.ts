@@ -3,7 +3,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import type { LoadedModel } from "./model/load-model";
-import { tinyModelDir } from "./testing/models";
+import { llamaLayoutDir, tinyModelDir } from "./testing/models";
 
 let dir: string;
 let bytesPerToken: number;
@@ -69,5 +69,54 @@ describe("KV cache budget", () => {
       expect(most).toBe(together ? 2 : 1);
       await engine.dispose();
     }
+  });
+});
+
+// The budget counts every row at the longest prompt + max_tokens. The layouts' buffers keep room
+// to grow (columns, and rows to join) but never past the budget, even though nothing checks what
+// they really hold when a request is admitted.
+describe.each([
+  { layout: "padded", dir: () => tinyModelDir() },
+  { layout: "exact-length", dir: () => llamaLayoutDir("no-position-ids") },
+  { layout: "gqa", dir: () => llamaLayoutDir("gqa") },
+  { layout: "padded, with recurrent states", dir: () => llamaLayoutDir("hybrid") },
+])("the $layout layout's buffers", ({ dir }) => {
+  const max_tokens = 24;
+  const prompts = Array.from({ length: 8 }, (_, i) => `The dog ${"very ".repeat(3 * i)}sleeps in the`);
+
+  it("stay within a KV budget that just fits 8 requests, each answered as alone", async () => {
+    const d = await dir();
+    const probe = new Engine({ models: [d] });
+    const m = await probe.load();
+    const bias = Object.fromEntries(m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const req = (prompt: string) => ({ prompt, max_tokens, temperature: 0, logit_bias: bias });
+    const solo = [];
+    for (const p of prompts) solo.push((await probe.generate(req(p))).choices[0]!.text);
+    const { kv, states } = m.info.graph;
+    const perToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
+    const perRow = states.reduce((a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4), 0);
+    const longest = Math.max(...prompts.map((p) => m.tokenizer.encode(p).length));
+    await probe.dispose();
+
+    const budget = prompts.length * ((longest + max_tokens) * perToken + perRow);
+    const engine = new Engine({ models: [d], kvBudgetBytes: budget });
+    const loaded = await engine.load();
+    const scheduler = await engine.scheduler();
+    // What the batch holds, read at every pass, and the most rows running at once.
+    let held = 0;
+    let most = 0;
+    const run = loaded.session.run;
+    loaded.session.run = (feeds, fetches) => {
+      const s = scheduler.stats();
+      held = Math.max(held, s.kvBytes);
+      most = Math.max(most, s.running);
+      return run.call(loaded.session, feeds, fetches);
+    };
+    const together = await Promise.all(prompts.map((p) => engine.generate(req(p))));
+    expect(together.map((r) => r.choices[0]!.text)).toEqual(solo);
+    expect(most).toBe(prompts.length);
+    expect(held).toBeGreaterThan(budget / 2);
+    expect(held).toBeLessThanOrEqual(budget);
+    await engine.dispose();
   });
 });

@@ -458,10 +458,11 @@ export class Scheduler {
     this.releaseTimer = null;
     if (this.rows.length === 0 && this.kvReleaseMs <= 0) this.batch = null;
     else {
-      this.batch ??= this.model.runner.createBatch();
+      this.batch ??= this.model.runner.createBatch(() => this.batchLimit());
+      // Each joiner's span: the batch keeps no room for its row past it (layouts/kv-rows.ts).
       this.batch.reshape(
         keep,
-        joiners.map((j) => j.state),
+        joiners.map((j) => ({ ...j.state, span: spanOf(j.row.job.plan) })),
       );
     }
     if (this.rows.length === 0 && this.batch) {
@@ -643,8 +644,8 @@ export class Scheduler {
   /**
    * The bytes the prompt cache may hold: promptCacheBytes and, with promptCacheIdleKv, what the
    * batch leaves of the KV budget, measured as the budget is: every row (and the prefill under
-   * way) at its prompt + max_tokens, the longest for all. `planned`: that, with a request about
-   * to join.
+   * way) at its prompt + max_tokens, the longest for all, or what its buffers hold if more (their
+   * headroom, and the room an emptied batch keeps). `planned`: that, with a request about to join.
    */
   private promptRoom(planned?: number): number {
     if (!this.promptCacheIdleKv) return this.promptCacheBytes;
@@ -655,7 +656,16 @@ export class Scheduler {
       if (p) spans.push(...Array.from({ length: p.plan.request.n }, () => spanOf(p.plan)));
       batch = spans.length > 0 ? this.kvBytes(spans.length, Math.max(...spans)) : 0;
     }
-    return this.promptCacheBytes + Math.max(0, this.kvBudgetBytes - batch);
+    return this.promptCacheBytes + Math.max(0, this.kvBudgetBytes - Math.max(batch, this.batch?.bytes ?? 0));
+  }
+
+  /**
+   * What the batch's buffers may hold with their headroom (layouts' BatchLimit): the KV budget,
+   * less what the prompt cache holds of its idle room. Rows are admitted by their spans within
+   * the budget, and their buffers always have room up to those.
+   */
+  private batchLimit(): number {
+    return this.kvBudgetBytes - (this.promptCacheIdleKv ? Math.max(0, this.promptBytes - this.promptCacheBytes) : 0);
   }
 
   /** Drops kept entries until the cache holds at most `room` bytes. */

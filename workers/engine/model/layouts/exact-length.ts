@@ -21,8 +21,10 @@
 // A group that leaves gives its buffers to the next group to form (the room it grew is reused
 // rather than faulted in again: requests one after another keep one set of buffers). Spare sets
 // unused for KV_SHRINK_AFTER_MS are dropped, and there are never more of them than groups the
-// batch once held at the same time.
-import type { DecodeBatch, PrefillState } from "./layout";
+// batch once held at the same time, nor more than the batch's limit (BatchLimit) has room for
+// beside the groups. A group's headroom stops at its rows' spans (./kv-rows.ts): groups form one
+// after another, and the first to grow must not take the room the budget counted for the others.
+import type { BatchLimit, DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
 import { KV_SHRINK_AFTER_MS, KvRows } from "./kv-rows";
 import { kvState } from "./rows-batch";
@@ -50,6 +52,7 @@ export class ExactLengthBatch implements DecodeBatch {
   constructor(
     private readonly io: GraphIo,
     private readonly spareForMs = KV_SHRINK_AFTER_MS,
+    private readonly limit: BatchLimit = () => Infinity,
   ) {
     this.sliced = io.sliced;
   }
@@ -117,6 +120,8 @@ export class ExactLengthBatch implements DecodeBatch {
     });
     this.groups = groups;
     this.count = keep.length + joiners.length;
+    // Spare sets that the limit has no room for beside the groups go, the longest unused first.
+    while (this.spare.length > 0 && this.bytes > this.limit()) this.retire(this.spare.shift()!.cache);
   }
 
   /** DecodeBatch.extract. */
@@ -130,7 +135,11 @@ export class ExactLengthBatch implements DecodeBatch {
     const { kv } = this.io.sig;
     return (
       this.spare.pop()?.cache ??
-      new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim }, this.spareForMs)
+      new KvRows(
+        { type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim },
+        this.spareForMs,
+        () => 0, // headroom up to the rows' spans only (see above)
+      )
     );
   }
 

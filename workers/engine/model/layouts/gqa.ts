@@ -19,7 +19,7 @@
 // and moves only rows whose slot changes; a capacity change re-strides in place.
 import type { DecodeBatch } from "./layout";
 import type { GraphIo } from "./feeds";
-import { capacityFor, RowsBatch } from "./rows-batch";
+import { RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, type OrtTensor } from "../session";
 
 /** Row ranges run in one pass: all rows, or one row each when rows interact within a pass. */
@@ -35,7 +35,7 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
     const { kv } = this.io.sig;
     // The op needs total_sequence_length (the mask's width, longest + 1) <= capacity.
     const longest = Math.max(...this.cache.lengths);
-    if (longest + 1 > this.cache.stride) this.cache.resize(capacityFor(longest));
+    if (longest + 1 > this.cache.stride) this.cache.resize(this.capacity(longest));
     const cap = this.cache.stride;
     const lengths = this.cache.lengths;
     const per = this.io.rowSize * cap;

@@ -6,7 +6,7 @@ import type { GraphSession } from "../session";
 import { ExactLengthBatch } from "./exact-length";
 import { GraphIo } from "./feeds";
 import { GqaBatch } from "./gqa";
-import type { DecodeBatch, LayoutName, ModelRunner } from "./layout";
+import type { BatchLimit, DecodeBatch, LayoutName, ModelRunner } from "./layout";
 import { PaddedBatch } from "./padded";
 
 export interface LayoutCapabilities {
@@ -16,7 +16,7 @@ export interface LayoutCapabilities {
   positions: string;
   batching: string;
   cacheUpdate: string;
-  create: (io: GraphIo) => DecodeBatch;
+  create: (io: GraphIo, limit?: BatchLimit) => DecodeBatch;
 }
 
 export const LAYOUTS: readonly LayoutCapabilities[] = [
@@ -27,7 +27,7 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     batching: "all rows in one pass, right-padded to the longest",
     cacheUpdate:
       "each row's new column (written by the op at its length), fetched alone (model/last-token-outputs.ts), copied into a preallocated cache",
-    create: (io) => new GqaBatch(io),
+    create: (io, limit) => new GqaBatch(io, limit),
   },
   {
     name: "padded",
@@ -38,7 +38,7 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     batching: "all rows in one pass, shorter rows padded and masked by attention_mask",
     cacheUpdate:
       "the fed token's column, fetched alone (model/last-token-outputs.ts), copied into a preallocated cache",
-    create: (io) => new PaddedBatch(io),
+    create: (io, limit) => new PaddedBatch(io, limit),
   },
   {
     name: "exact-length",
@@ -50,7 +50,7 @@ export const LAYOUTS: readonly LayoutCapabilities[] = [
     batching: "rows of equal length share a pass; no padding ever",
     cacheUpdate:
       "the fed token's column, fetched alone (model/last-token-outputs.ts), appended in place (the cache re-strided to the new length)",
-    create: (io) => new ExactLengthBatch(io),
+    create: (io, limit) => new ExactLengthBatch(io, undefined, limit),
   },
 ];
 
@@ -75,6 +75,6 @@ export function createRunner(sig: GraphSignature, session: GraphSession, vocabSi
     layout: layout.name,
     prefill: (state, ids, start, end) => io.prefill(state, ids, start, end),
     prefix: (parts, length, promptLength) => io.prefix(parts, length, promptLength),
-    createBatch: () => layout.create(io),
+    createBatch: (limit) => layout.create(io, limit),
   };
 }

@@ -13,6 +13,11 @@
 //    scratch. New memory is the dear part of growing: each fresh page is faulted in and zeroed
 //    (measured here: 123 MB of new buffers, 8 rows of the 134M bench model at 139 columns,
 //    took 360 ms to touch, against 5 ms to copy the rows into them).
+//  - the headroom stays within the owner's limit (the scheduler's KV cache budget, less what the
+//    prompt cache holds of its idle room: BatchLimit), and always has room up to what the rows
+//    will come to need, their spans (prompt + max_tokens, PrefillState.span; the longest for all,
+//    as the budget counts them). So the buffers stay within the budget that admitted the rows.
+//    Before, the headroom (and capacityFor's columns) took them up to 1.5× past it.
 // Columns past a row's length hold stale (finite) keys and values; the graphs mask them out.
 import type { PrefillState } from "./layout";
 import { copyRow, kvData, restrideBlocks } from "./feeds";
@@ -37,6 +42,8 @@ export const KV_SHRINK_AFTER_MS = 30_000;
 export class KvRows {
   buffers: KvArray[] = [];
   lengths: number[] = [];
+  /** Each row's span (PrefillState.span; Infinity where not given). */
+  spans: number[] = [];
   /** Columns per row: the capacity the graph sees. */
   stride = 0;
   /** Bytes of cache copied by reshapes and re-strides so far (joiners' prompt caches included). */
@@ -47,9 +54,14 @@ export class KvRows {
   /** Since when (performance.now()) the room has been more than 4× the need; null while it is not. */
   private oversizedSince: number | null = null;
 
+  /**
+   * @param limit the elements of one buffer that an allocation's headroom may reach (see above),
+   *   read at each allocation, at the stride it allocates for.
+   */
   constructor(
     private readonly shape: KvShape,
     private readonly shrinkAfterMs = KV_SHRINK_AFTER_MS,
+    private readonly limit: (stride: number) => number = () => Infinity,
   ) {}
 
   get size() {
@@ -57,6 +69,14 @@ export class KvRows {
   }
   get bytes() {
     return this.buffers.reduce((a, b) => a + b.byteLength, 0);
+  }
+  /** The longest span of the rows: no row's cache grows past it. */
+  get maxSpan() {
+    return Math.max(0, ...this.spans);
+  }
+  /** Bytes of one element of every buffer together (`limit` is in elements of one buffer). */
+  get elementBytes() {
+    return this.shape.entries * this.elemBytes;
   }
   private get rowSize() {
     return this.shape.heads * this.shape.headDim;
@@ -79,6 +99,7 @@ export class KvRows {
    */
   reshape(keep: readonly number[], joiners: readonly PrefillState[], stride: number) {
     const lengths = [...keep.map((r) => this.lengths[r]), ...joiners.map((j) => j.length)];
+    const spans = [...keep.map((r) => this.spans[r]), ...joiners.map((j) => j.span ?? Infinity)];
     const need = lengths.length * this.rowSize * stride;
     const rowElems = this.rowSize * stride;
     const now = performance.now();
@@ -91,7 +112,12 @@ export class KvRows {
       const old = this.buffers;
       const oldStride = this.stride;
       const oldLengths = this.lengths;
-      const alloc = withHeadroom(need, rowElems);
+      // Headroom within the limit, or up to the rows' spans (the longest for all: the budget counted them so).
+      const spanned = lengths.length * this.rowSize * Math.max(stride, ...spans);
+      const alloc = Math.max(
+        need,
+        Math.min(withHeadroom(need, rowElems), Math.max(spanned, Math.floor(this.limit(stride)))),
+      );
       this.buffers = Array.from({ length: this.shape.entries }, () => newKvArray(this.shape.type, alloc));
       this.allocations++;
       keep.forEach((from, to) => {
@@ -101,6 +127,7 @@ export class KvRows {
     } else {
       this.moveRows(keep);
       this.lengths = keep.map((r) => this.lengths[r]);
+      this.spans = keep.map((r) => this.spans[r]);
       this.restride(stride);
     }
     joiners.forEach((j, i) => {
@@ -108,6 +135,7 @@ export class KvRows {
         this.copyColumns(kvData(j.presents[e]), 0, j.length, this.buffers[e], keep.length + i, stride, j.length);
     });
     this.lengths = lengths;
+    this.spans = spans;
     this.stride = stride;
   }
 

@@ -14,6 +14,11 @@ export interface PrefillState {
   buffers?: KvArray[];
   /** The recurrent states after the prompt so far, one row each (graphs with states only). */
   states?: KvArray[];
+  /**
+   * The most tokens the row's cache will come to hold (its prompt + max_tokens), where the
+   * scheduler knows it: a batch keeps no room for the row past it (see ./kv-rows.ts).
+   */
+  span?: number;
 }
 
 export interface DecodeBatch {
@@ -48,6 +53,12 @@ export interface DecodeBatch {
   extract(row: number, from?: number): PrefillState | null;
 }
 
+/**
+ * The bytes a batch's buffers (caches and recurrent states) may hold with their headroom, read
+ * whenever they grow: past it they grow only to what their rows' spans need (./kv-rows.ts).
+ */
+export type BatchLimit = () => number;
+
 export interface ModelRunner {
   readonly layout: LayoutName;
   /**
@@ -66,7 +77,7 @@ export interface ModelRunner {
    * Caches only (not recurrent states).
    */
   prefix(parts: readonly PrefillState[], length: number, promptLength: number): PrefillState;
-  createBatch(): DecodeBatch;
+  createBatch(limit?: BatchLimit): DecodeBatch;
 }
 
 export type LayoutName = "padded" | "gqa" | "exact-length";

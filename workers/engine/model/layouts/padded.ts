@@ -16,7 +16,7 @@
 // capacity growth, which the flood alone does as well).
 import type { DecodeBatch, PrefillState } from "./layout";
 import type { GraphIo } from "./feeds";
-import { capacityFor, RowsBatch } from "./rows-batch";
+import { RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, type KvArray, type OrtTensor } from "../session";
 
 export class PaddedBatch extends RowsBatch implements DecodeBatch {
@@ -45,7 +45,7 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     const longest = Math.max(...this.cache.lengths);
     if (longest >= this.cache.stride) {
       // Full: re-stride every row to the larger capacity (the new token goes to column length_r).
-      this.cache.resize(capacityFor(longest));
+      this.cache.resize(this.capacity(longest));
       this.fillMask();
     }
     const lengths = this.cache.lengths; // (resize replaces the array)

@@ -2,7 +2,7 @@
 // DecodeBatch reports, the capacity rule, the buffers a pass fetches into, and a hybrid model's
 // recurrent states (./state-rows.ts), which move with their rows.
 import type { GraphIo } from "./feeds";
-import type { PrefillState } from "./layout";
+import type { BatchLimit, PrefillState } from "./layout";
 import { KvRows, withHeadroom } from "./kv-rows";
 import { kvTensor, newKvArray, type KvArray } from "../session";
 import { StateRows } from "./state-rows";
@@ -32,9 +32,21 @@ export abstract class RowsBatch {
   /** What passes fetch per cache entry (see fetchBuffers). */
   private fetched: KvArray[] = [];
 
-  constructor(protected readonly io: GraphIo) {
+  /** @param limit the bytes the batch's buffers may hold with their headroom (BatchLimit). */
+  constructor(
+    protected readonly io: GraphIo,
+    limit: BatchLimit = () => Infinity,
+  ) {
     const { kv } = io.sig;
-    this.cache = new KvRows({ type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim });
+    this.cache = new KvRows(
+      { type: kv.type, entries: kv.entries.length, heads: kv.heads, headDim: kv.headDim },
+      undefined,
+      // As many rows as the limit holds at the stride, each with its states.
+      (stride) => {
+        const row = this.io.rowSize * stride;
+        return (limit() / (row * this.cache.elementBytes + (this.states?.rowBytes ?? 0))) * row;
+      },
+    );
     this.sliced = io.sliced;
     this.states = io.sig.states.length ? new StateRows(io.sig.states) : null;
   }
@@ -58,13 +70,23 @@ export abstract class RowsBatch {
 
   /**
    * New membership (DecodeBatch.reshape), keeping the capacity while the longest row has room for
-   * its next token and the capacity is no more than capacityFor(longest).
+   * its next token and the capacity is no more than capacity(longest).
    */
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     const longest = Math.max(0, ...keep.map((r) => this.cache.lengths[r]), ...joiners.map((j) => j.length));
+    const span = Math.max(0, ...keep.map((r) => this.cache.spans[r]), ...joiners.map((j) => j.span ?? Infinity));
     const cap = this.cache.stride;
-    this.cache.reshape(keep, joiners, longest < cap && cap <= capacityFor(longest) ? cap : capacityFor(longest));
+    const fits = this.capacity(longest, span);
+    this.cache.reshape(keep, joiners, longest < cap && cap <= fits ? cap : fits);
     this.states?.reshape(keep, joiners);
+  }
+
+  /**
+   * The capacity for a longest row of `longest` tokens: capacityFor(longest), but no more than
+   * the rows' longest span (`span`; no row grows past it), and always room for the next token.
+   */
+  protected capacity(longest: number, span = this.cache.maxSpan): number {
+    return Math.max(longest + 1, Math.min(capacityFor(longest), span));
   }
 
   /** DecodeBatch.extract. */

@@ -23,6 +23,11 @@ export class StateRows {
     return [...this.current, ...this.next].reduce((a, b) => a + b.byteLength, 0);
   }
 
+  /** What one row's states take, both copies. */
+  get rowBytes() {
+    return this.entries.reduce((a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4), 0);
+  }
+
   /** Rows `keep` of the current ones (in that order), then one row per joiner. */
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     const rows = keep.length + joiners.length;
