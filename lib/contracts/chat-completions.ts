@@ -2,7 +2,8 @@ import { z } from "zod";
 import { CaptureBody } from "./capture";
 import { StopList } from "./deployments";
 import { MAX_CONTEXT_TOKENS, MAX_N } from "./generation";
-import { ChatLogprobs, MAX_TOP_LOGPROBS } from "./openai";
+import { ChatLogprobs, MAX_TOP_LOGPROBS, StreamOptions } from "./openai";
+import { storable } from "./text";
 import { ChatMessageSchema } from "./pipelines";
 
 /**
@@ -17,7 +18,7 @@ const unit = z.number().min(0).max(1);
 export const ChatCompletionBody = z
   .strictObject({
     /** `team-slug/deployment-name`, or a deployment name of the caller's team. */
-    model: z.string().min(1, "must not be empty"),
+    model: storable(z.string().min(1, "must not be empty")),
     messages: optional(z.array(ChatMessageSchema).min(1, "must contain at least one message")),
     prompt: optional(z.string().min(1, "must not be empty")),
     max_tokens: optional(z.number().int().min(1).max(MAX_CONTEXT_TOKENS)),
@@ -33,7 +34,7 @@ export const ChatCompletionBody = z
      * `include_usage: true`: OpenAI's last chunk (empty `choices`, the usage). Otherwise the
      * last chunk with a choice carries the usage, as it always has.
      */
-    stream_options: optional(z.object({ include_usage: z.boolean().optional() })),
+    stream_options: optional(StreamOptions),
     /** Each generated token's logprob in `choices[].logprobs.content`. */
     logprobs: optional(z.boolean()),
     /** With `logprobs: true`: the most likely tokens at each step, 0-5. */
@@ -52,6 +53,8 @@ export const ChatCompletionBody = z
       ctx.addIssue({ code: "custom", path: ["temeperature"], message: "give either temperature or temeperature" });
     if (b.top_logprobs !== undefined && !b.logprobs)
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "needs logprobs: true" });
+    if (b.stream_options && !b.stream)
+      ctx.addIssue({ code: "custom", path: ["stream_options"], message: "only allowed with stream: true" });
   });
 export type ChatCompletionInput = z.infer<typeof ChatCompletionBody>;
 

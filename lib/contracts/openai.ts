@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { CaptureBody } from "./capture";
 import { StopList } from "./deployments";
+import { storable } from "./text";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
 /**
@@ -24,7 +25,7 @@ export const StreamOptions = z.strictObject({
 export const CompletionsBody = z
   .strictObject({
     /** `team-slug/deployment-name`, or a deployment name of the caller's team (as for chat). */
-    model: z.string().min(1, "must not be empty"),
+    model: storable(z.string().min(1, "must not be empty")),
     /** One prompt: a string, or an array of exactly one string. */
     prompt: z.union([z.string(), z.array(z.string())], { error: "must be a string or an array of one string" }),
     max_tokens: optional(z.number().int().min(1).max(MAX_CONTEXT_TOKENS)),

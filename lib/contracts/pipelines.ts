@@ -27,14 +27,30 @@ export const ChatMessageSchema = z.strictObject({
 
 const Label = storable(z.string().min(1, "must not be empty").max(LIMITS.labelChars));
 
-export const MetadataSchema = z
-  .record(
-    storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)),
-    storable(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars)),
-  )
-  .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
-    message: `at most ${LIMITS.metadataKeys} keys`,
-  });
+const MetadataKey = storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars));
+
+/**
+ * A record that refuses the key `__proto__`: JSON.parse makes it an own key like any other, but
+ * zod's record skips it without a word (a filter on it would then match every sample, and
+ * delete-samples delete them all; a label would be dropped).
+ */
+const withoutProto = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((value, ctx) => {
+    if (value !== null && typeof value === "object" && Object.hasOwn(value, "__proto__"))
+      ctx.addIssue({ code: "custom", message: "__proto__ is not allowed as a metadata key", path: ["__proto__"] });
+    return value;
+  }, schema);
+
+export const MetadataSchema = withoutProto(
+  z
+    .record(
+      MetadataKey,
+      storable(z.string({ error: "metadata values must be strings" }).max(LIMITS.metadataValueChars)),
+    )
+    .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
+      message: `at most ${LIMITS.metadataKeys} keys`,
+    }),
+);
 
 /** `null` is accepted wherever a label is optional and means "not given". */
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
@@ -83,15 +99,21 @@ export const MetadataCondition = z.union(
 );
 export type MetadataCondition = z.infer<typeof MetadataCondition>;
 
-export const MetadataFilterSchema = z
-  .record(storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars)), MetadataCondition)
-  .refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
+export const MetadataFilterSchema = withoutProto(
+  z.record(MetadataKey, MetadataCondition).refine((m) => Object.keys(m).length <= LIMITS.metadataKeys, {
     message: `at most ${LIMITS.metadataKeys} keys`,
-  });
+  }),
+);
 export type MetadataFilter = z.infer<typeof MetadataFilterSchema>;
 
-/** An ISO 8601 timestamp with a zone (`Z` or an offset); kept as given, so microseconds survive. */
-const Timestamp = z.iso.datetime({ offset: true, error: "must be an ISO 8601 timestamp with a time zone" });
+/**
+ * An ISO 8601 timestamp with a zone (`Z` or an offset); kept as given, so microseconds survive.
+ * Within what Postgres reads: it refuses year 0000 and offsets of 16 hours or more ("out of range").
+ */
+const Timestamp = z.iso
+  .datetime({ offset: true, error: "must be an ISO 8601 timestamp with a time zone" })
+  .refine((s) => !s.startsWith("0000"), "must be in year 0001 or later")
+  .refine((s) => !/[+-](1[6-9]|[2-9]\d):\d\d$/.test(s), "must have a time zone offset between -15:59 and +15:59");
 
 export const SampleSpec = z.strictObject({
   size: z.number().int().min(1).max(LIMITS.sampleSize),

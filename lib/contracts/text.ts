@@ -2,6 +2,8 @@ import type { z } from "zod";
 
 /** With the `u` flag a well-formed pair is one code point, so only an unpaired half matches. */
 const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
+const NUL = "must not contain the NUL character (\\u0000)";
+const SURROGATE = "must not contain an unpaired UTF-16 surrogate (\\ud800-\\udfff)";
 
 /**
  * Text that will be stored in Postgres: `text` and `jsonb` cannot hold U+0000, and `jsonb`
@@ -10,6 +12,8 @@ const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
  * statement would also fail every other add batched with it (other teams' included).
  */
 export const storable = <S extends z.ZodString>(schema: S) =>
-  schema
-    .refine((s) => !s.includes("\u0000"), "must not contain the NUL character (\\u0000)")
-    .refine((s) => !UNPAIRED_SURROGATE.test(s), "must not contain an unpaired UTF-16 surrogate (\\ud800-\\udfff)");
+  schema.refine((s) => !s.includes("\u0000"), NUL).refine((s) => !UNPAIRED_SURROGATE.test(s), SURROGATE);
+
+/** Why `s` cannot be stored or looked up in Postgres (see storable), or null when it can. */
+export const unstorable = (s: string): string | null =>
+  s.includes("\u0000") ? NUL : UNPAIRED_SURROGATE.test(s) ? SURROGATE : null;

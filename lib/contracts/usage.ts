@@ -1,7 +1,9 @@
 import { z } from "zod";
 
 /** GET /v1/usage's query: days (UTC) both included; default the last 30 days. */
-const day = z.iso.date("must be a date like 2026-11-23");
+const day = z.iso
+  .date("must be a date like 2026-11-23")
+  .refine((s) => !s.startsWith("0000"), "must be in year 0001 or later"); // Postgres has no year 0000
 
 export const UsageQuery = z
   .strictObject({

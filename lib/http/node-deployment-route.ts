@@ -34,7 +34,7 @@ import {
   type PagesRequest,
 } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
-import { validated } from "./route-parts";
+import { storableParams, validated } from "./route-parts";
 
 export type NodeDeploymentContext = {
   req: PagesRequest;
@@ -68,7 +68,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
   return async (req: PagesRequest, res: ServerResponse): Promise<void> => {
     const requestId = newRequestId();
     const startedAt = performance.now();
-    const params = pagesParams(req, ["team", "name"]);
+    const params = pagesParams(req, ["team", "name"], false); // checked below, where errors are answered
     let teamId: string | undefined;
     let observed = false;
     // One log line and one metric sample when the answer starts (a stream may last minutes, or
@@ -93,6 +93,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
       const authorization =
         req.headers.authorization ?? (req.method === "GET" ? queryAuthorization(new URL(`http://x/?${query}`)) : null);
+      storableParams(Object.entries(params));
       const path = { teamSlug: params.team!, name: params.name! };
       const { deployment, team, meter, ...admitted } = await admitDeploymentCall(handle, authorization, path);
       teamId = team.id;

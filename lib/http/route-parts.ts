@@ -2,7 +2,8 @@
 // params, the validated JSON body, and a handler's return value as the response.
 import type { z } from "zod";
 import { env } from "../env";
-import { fromZodError } from "../errors";
+import { fromZodError, invalidRequest } from "../errors";
+import { unstorable } from "../contracts/text";
 import { readJsonBody } from "./body";
 import { jsonResponse } from "./respond";
 
@@ -10,8 +11,21 @@ export type RouteContext = { params: Promise<Record<string, string | string[] | 
 
 /** The route's dynamic segments as strings (a catch-all segment joined with "/"). */
 export async function routeParams(context: RouteContext): Promise<Record<string, string>> {
+  return storableParams(Object.entries((await context.params) ?? {}));
+}
+
+/**
+ * Segments as strings, each one Postgres can look up: a segment holding U+0000 or an unpaired
+ * surrogate (`/v1/pipelines/%00`) is a 400 naming it, as in a body, not a failed query (500).
+ */
+export function storableParams(entries: [string, string | string[] | undefined][]): Record<string, string> {
   return Object.fromEntries(
-    Object.entries((await context.params) ?? {}).map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]),
+    entries.map(([k, v]) => {
+      const value = Array.isArray(v) ? v.join("/") : (v ?? "");
+      const why = unstorable(value);
+      if (why) throw invalidRequest(`${k} ${why}.`, k);
+      return [k, value];
+    }),
   );
 }
 

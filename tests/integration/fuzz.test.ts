@@ -231,3 +231,116 @@ describe("bad-input fuzz", () => {
     expect(new Set(bystanderStatuses)).toEqual(new Set([200]));
   }, 300_000);
 });
+
+// Input that passes a loose check but that Postgres cannot read (a 500 from the failed query, or
+// for /samples a stream cut after its 200) or that zod drops without a word: each a 400 naming
+// the field, and nothing changed.
+describe("values the database cannot take", () => {
+  it("are refused with a 400 naming the field, never a 500, and change nothing", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "edges" })).json.id as string;
+    for (const lang of ["en", "fr"])
+      expect(
+        (
+          await api.post(`/v1/pipelines/${pipeline}/add`, {
+            messages: [{ role: "user", content: lang }],
+            userId: "u",
+            metadata: { lang },
+          })
+        ).status,
+      ).toBe(200);
+    const dep = await makeDeployment(team);
+    const before = await rows(team.id);
+
+    const cases: [string, string, unknown, string][] = [
+      // Postgres: "time zone displacement out of range", "date/time field value out of range".
+      ["POST", `/v1/pipelines/${pipeline}/count`, { createdAfter: "2026-01-01T00:00:00+20:00" }, "createdAfter"],
+      ["POST", `/v1/pipelines/${pipeline}/samples`, { createdBefore: "0000-01-01T00:00:00Z" }, "createdBefore"],
+      [
+        "POST",
+        `/v1/pipelines/${pipeline}/delete-samples`,
+        { userId: "u", createdAfter: "2026-01-01T00:00:00-16:00" },
+        "createdAfter",
+      ],
+      ["GET", "/v1/usage?from=0000-01-01&to=0000-12-31", undefined, "from"],
+      // zod's record skips a `__proto__` key: this would have deleted all of u's samples.
+      [
+        "POST",
+        `/v1/pipelines/${pipeline}/delete-samples`,
+        '{"userId":"u","metadata":{"__proto__":"x"}}',
+        "metadata.__proto__",
+      ],
+      ["POST", `/v1/pipelines/${pipeline}/count`, '{"metadata":{"__proto__":{"$exists":true}}}', "metadata.__proto__"],
+      [
+        "POST",
+        `/v1/pipelines/${pipeline}/add`,
+        '{"messages":[{"role":"user","content":"x"}],"metadata":{"__proto__":"x"}}',
+        "metadata.__proto__",
+      ],
+      // U+0000 in a looked-up value: a path segment, a model name (Postgres: "invalid byte sequence").
+      ["GET", "/v1/pipelines/pipe_%00", undefined, "id"],
+      ["POST", "/v1/pipelines/%00/count", {}, "id"],
+      ["POST", `/v1/pipelines/pipe_%00/add`, { messages: [{ role: "user", content: "x" }] }, "id"],
+      ["GET", "/v1/datasets/%00", undefined, "id"],
+      ["POST", "/v1/chat/completions", { model: "a\u0000", messages: [{ role: "user", content: "x" }] }, "model"],
+      ["POST", "/v1/completions", { model: "a\u0000", prompt: "x" }, "model"],
+      // A typo in stream_options is refused, as every other unknown field.
+      [
+        "POST",
+        "/v1/chat/completions",
+        {
+          model: dep.name,
+          messages: [{ role: "user", content: "x" }],
+          stream: true,
+          stream_options: { include_usge: true },
+        },
+        "stream_options.include_usge",
+      ],
+      [
+        "POST",
+        "/v1/chat/completions",
+        { model: dep.name, messages: [{ role: "user", content: "x" }], stream_options: { include_usage: true } },
+        "stream_options",
+      ],
+    ];
+    for (const [method, path, body, param] of cases) {
+      const res = await api.call(method, path, body);
+      expect({ path, body, status: res.status, param: res.json?.error?.param }).toEqual({
+        path,
+        body,
+        status: 400,
+        param,
+      });
+      expect(res.json.error.type).toBe("invalid_request");
+    }
+    // The deployment's own URL: the team segment.
+    const segment = dep.path.split("/")[2]!;
+    const res = await client(team.modelKey).post(dep.path.replace(segment, `${segment}%00`), { prompt: "x" });
+    expect({ status: res.status, param: res.json?.error?.param }).toEqual({ status: 400, param: "team" });
+    expect(await rows(team.id)).toEqual(before);
+    expect((await api.post(`/v1/pipelines/${pipeline}/count`, { userId: "u" })).json).toMatchObject({ count: 2 });
+  });
+});
+
+describe("a method a route does not serve", () => {
+  it("is a 405 in the error shape, with Allow and a request id", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "methods" })).json.id as string;
+    for (const [method, path, allow] of [
+      ["GET", `/v1/pipelines/${pipeline}/samples`, "POST, OPTIONS"],
+      ["DELETE", "/v1/pipelines/list", "GET, HEAD, OPTIONS"],
+      ["POST", `/v1/pipelines/${pipeline}`, "GET, PATCH, DELETE, HEAD, OPTIONS"],
+      ["PUT", "/v1/models", "GET, HEAD, OPTIONS"],
+    ] as const) {
+      const res = await api.call(method, path);
+      expect({ path, status: res.status, allow: res.headers.get("allow") }).toEqual({ path, status: 405, allow });
+      expect(res.json.error).toMatchObject({
+        type: "invalid_request",
+        message: expect.stringContaining(`Method ${method}`),
+      });
+      expect(res.headers.get("x-request-id")).toBeTruthy();
+    }
+  });
+});

@@ -2,6 +2,7 @@ import { UsageQuery } from "@/lib/contracts/usage";
 import { apiRoute } from "@/lib/http/api-route";
 import { validated } from "@/lib/http/route-parts";
 import { usageOf } from "@/lib/services/usage";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -10,3 +11,5 @@ export const GET = apiRoute({}, async ({ req, handle, principal }) => {
   const q = validated(UsageQuery, Object.fromEntries(new URL(req.url).searchParams));
   return { data: await usageOf(handle.db, { teamId: principal.team.id, ...q }) };
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

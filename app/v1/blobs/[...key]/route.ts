@@ -2,6 +2,7 @@ import { blobStore, contentTypeOf, LocalBlobStore } from "@/lib/blob";
 import { forbidden, notFound } from "@/lib/errors";
 import { apiRoute } from "@/lib/http/api-route";
 import { verifySignedUrl } from "@/lib/signing";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -27,3 +28,5 @@ export const GET = apiRoute({ auth: "none" }, async ({ req, params }) => {
     },
   });
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -1,6 +1,7 @@
 import { blobStore } from "@/lib/blob";
 import { apiRoute } from "@/lib/http/api-route";
 import { deleteDataset, getDataset, toDatasetDto } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -15,3 +16,5 @@ export const DELETE = apiRoute({}, async ({ handle, principal, params }) =>
     principal.team.slug,
   ),
 );
+
+export const { POST, PUT, PATCH } = otherMethods("GET", "DELETE");

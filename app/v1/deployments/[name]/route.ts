@@ -1,6 +1,7 @@
 import { apiRoute } from "@/lib/http/api-route";
 import { getDeploymentByName, toDeploymentDto } from "@/lib/services/deployments";
 import { deploymentStates } from "@/lib/services/deployment-state";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -10,3 +11,5 @@ export const GET = apiRoute({}, async ({ handle, principal, params }) => {
   const [status] = await deploymentStates(handle.db, [d]);
   return toDeploymentDto(d, principal.team.slug, status!);
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -1,5 +1,6 @@
 import { apiRoute } from "@/lib/http/api-route";
 import { getImport, toImportDto } from "@/lib/services/imports";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -7,3 +8,5 @@ export const dynamic = "force-dynamic";
 export const GET = apiRoute({}, async ({ handle, principal, params }) =>
   toImportDto(await getImport(handle.db, { teamId: principal.team.id, id: params.id! })),
 );
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

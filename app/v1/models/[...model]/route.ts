@@ -1,5 +1,6 @@
 import { apiRoute } from "@/lib/http/api-route";
 import { retrieveModel } from "@/lib/services/openai-models";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -8,3 +9,5 @@ export const dynamic = "force-dynamic";
 export const GET = apiRoute({}, async ({ handle, principal, params }) =>
   retrieveModel(handle.db, principal.team, params.model ?? ""),
 );
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -3,6 +3,7 @@ import { UpdatePipelineBody } from "@/lib/contracts/pipelines";
 import { apiRoute } from "@/lib/http/api-route";
 import { deletePipeline } from "@/lib/services/maintenance";
 import { getPipeline, toPipelineDto, updatePipeline } from "@/lib/services/pipelines";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -20,3 +21,5 @@ export const DELETE = apiRoute({}, async ({ handle, principal, params }) => {
   await deletePipeline(handle.db, blobStore(), { teamId: principal.team.id, id: params.id! });
   return { deleted: 1 };
 });
+
+export const { POST, PUT } = otherMethods("GET", "PATCH", "DELETE");

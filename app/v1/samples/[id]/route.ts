@@ -2,6 +2,7 @@ import { PatchSampleBody } from "@/lib/contracts/capture";
 import { apiRoute } from "@/lib/http/api-route";
 import { deleteSample } from "@/lib/services/sample-deletion";
 import { mergeSampleMetadata } from "@/lib/services/samples";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -14,3 +15,5 @@ export const DELETE = apiRoute({}, async ({ handle, principal, params }) => ({
 export const PATCH = apiRoute({ body: PatchSampleBody }, async ({ handle, principal, params, body }) =>
   mergeSampleMetadata(handle.db, { teamId: principal.team.id, id: params.id!, metadata: body.metadata }),
 );
+
+export const { GET, POST, PUT } = otherMethods("PATCH", "DELETE");

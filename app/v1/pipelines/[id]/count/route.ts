@@ -2,6 +2,7 @@ import { CountBody } from "@/lib/contracts/pipelines";
 import { apiRoute } from "@/lib/http/api-route";
 import { getPipeline } from "@/lib/services/pipelines";
 import { countSelection } from "@/lib/services/samples";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -9,3 +10,5 @@ export const POST = apiRoute({ body: CountBody }, async ({ handle, principal, pa
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
   return { count: await countSelection(handle.db, { pipelineId: pipeline.id, selection: body }) };
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

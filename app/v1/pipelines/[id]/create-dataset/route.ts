@@ -3,6 +3,7 @@ import { apiRoute } from "@/lib/http/api-route";
 import { teamLimits } from "@/lib/limits";
 import { assertDatasetQuota } from "@/lib/services/dataset-quota";
 import { createDataset, toDatasetDto } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -21,3 +22,5 @@ export const POST = apiRoute(
     return toDatasetDto(dataset, principal.team.slug);
   },
 );
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

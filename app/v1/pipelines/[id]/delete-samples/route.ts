@@ -3,6 +3,7 @@ import { env } from "@/lib/env";
 import { apiRoute } from "@/lib/http/api-route";
 import { getPipeline } from "@/lib/services/pipelines";
 import { deleteSelection } from "@/lib/services/sample-deletion";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -16,3 +17,5 @@ export const POST = apiRoute({ body: DeleteSamplesBody }, async ({ handle, princ
   });
   return { deleted };
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

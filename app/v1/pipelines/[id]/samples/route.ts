@@ -3,6 +3,7 @@ import { apiRoute } from "@/lib/http/api-route";
 import { jsonArrayStream } from "@/lib/http/json-stream";
 import { getPipeline } from "@/lib/services/pipelines";
 import { resolveCursor, streamSelection } from "@/lib/services/samples";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -14,3 +15,5 @@ export const POST = apiRoute({ body: SelectionBody }, async ({ handle, principal
   const stream = jsonArrayStream(streamSelection(handle.db, { pipelineId: pipeline.id, selection: body, cursor }));
   return new Response(stream, { headers: { "content-type": "application/json; charset=utf-8" } });
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

@@ -2,6 +2,7 @@ import { forbidden, notFound } from "@/lib/errors";
 import { apiRoute } from "@/lib/http/api-route";
 import { getSampleMessages } from "@/lib/services/samples";
 import { verifySignedUrl } from "@/lib/signing";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -17,3 +18,5 @@ export const GET = apiRoute({ auth: "none" }, async ({ req, handle, params }) =>
   if (!messages) throw notFound("This sample no longer exists.");
   return Response.json(messages, { headers: { "cache-control": "private, max-age=60" } });
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");
