@@ -39,7 +39,7 @@ import { flushTrace, trace, tracing } from "./trace";
 export interface SchedulerOptions {
   /** Most sequences decoding together. */
   maxBatch?: number;
-  /** Most requests waiting for admission; past it, submit fails with `overloaded`. */
+  /** Most requests of one tenant waiting for admission; past it, its submit fails with `overloaded`. */
   maxQueue?: number;
   /**
    * Prompt tokens per prefill forward pass. A hybrid model whose export does not carry its
@@ -246,10 +246,13 @@ export class Scheduler {
     const n = plan.request.n;
     if (n > this.maxBatch)
       throw new EngineError("invalid_request", `n (${n}) exceeds this worker's batch size (${this.maxBatch})`, "n");
-    if (this.queued >= this.maxQueue) {
+    // Per team: one team's flood fills its own queue, and another team's requests still wait
+    // their turn rather than being refused (the batch is shared fairly between the queues).
+    const waiting = this.queues.get(plan.request.tenant ?? "")?.length ?? 0;
+    if (waiting >= this.maxQueue) {
       throw new EngineError(
         "overloaded",
-        `engine overloaded: ${this.queued} requests already queued (limit ${this.maxQueue}); retry later`,
+        `engine overloaded: ${waiting} of this team's requests already queued for this model (limit ${this.maxQueue}); retry later`,
       );
     }
     if (signal?.aborted) throw abortError();
