@@ -154,7 +154,10 @@ const EnvSchema = z.object({
         return z.NEVER;
       }
     }),
-  /** Comma-separated models a worker serves in addition to those of the deployments table. */
+  /**
+   * Comma-separated models a worker serves in addition to those of the deployments table: an
+   * existing relative folder is made absolute here (a bare `org/name` is otherwise a hub id).
+   */
   WORKER_MODELS: z
     .string()
     .optional()
@@ -162,7 +165,23 @@ const EnvSchema = z.object({
       (v ?? "")
         .split(",")
         .map((m) => m.trim())
-        .filter(Boolean),
+        .filter(Boolean)
+        .map((m) => (!path.isAbsolute(m) && existsSync(m) ? path.resolve(m) : m)),
+    ),
+  /**
+   * Comma-separated folders on the workers' machines from which owners may deploy model folders
+   * in the dashboard (any folder inside them). Default none: the dashboard deploys hub ids, and
+   * the operator's CLI deploys any folder.
+   */
+  MODEL_FOLDERS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? "")
+        .split(",")
+        .map((m) => m.trim())
+        .filter(Boolean)
+        .map((m) => path.resolve(m)),
     ),
 });
 

@@ -14,9 +14,17 @@ import { ErrorBanner } from "../ui/states";
 type Deployment = { id: string; name: string };
 type Created = { key: ApiKeyDto; secret: string };
 
-export function CreateKeyButton({ deployments }: { deployments: Deployment[] }) {
+/** `canCreateApiKeys`: owners only (an API key can do whatever an owner can); members create model keys. */
+export function CreateKeyButton({
+  deployments,
+  canCreateApiKeys,
+}: {
+  deployments: Deployment[];
+  canCreateApiKeys: boolean;
+}) {
+  const firstKind = canCreateApiKeys ? "api" : "model";
   const [open, setOpen] = useState(false);
-  const [kind, setKind] = useState<"api" | "model">("api");
+  const [kind, setKind] = useState<"api" | "model">(firstKind);
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [created, setCreated] = useState<Created | null>(null);
   const queryClient = useQueryClient();
@@ -32,7 +40,7 @@ export function CreateKeyButton({ deployments }: { deployments: Deployment[] }) 
     setOpen(false);
     setCreated(null);
     setErrors({});
-    setKind("api");
+    setKind(firstKind);
     create.reset();
   };
   return (
@@ -106,25 +114,31 @@ export function CreateKeyButton({ deployments }: { deployments: Deployment[] }) 
                     ["api", "API key", "Pipelines, samples, datasets"],
                     ["model", "Model key", "Calls deployments"],
                   ] as const
-                ).map(([value, label, hint]) => (
-                  <label
-                    key={value}
-                    className="flex cursor-pointer items-start gap-2 rounded-md border border-zinc-300 p-3 text-sm has-[:checked]:border-indigo-500 has-[:checked]:bg-indigo-50/60 dark:border-zinc-700 dark:has-[:checked]:bg-indigo-950/40"
-                  >
-                    <input
-                      type="radio"
-                      name="kind"
-                      value={value}
-                      checked={kind === value}
-                      onChange={() => setKind(value)}
-                      className="mt-0.5 accent-indigo-600"
-                    />
-                    <span>
-                      <span className="block font-medium">{label}</span>
-                      <span className="block text-xs text-zinc-500 dark:text-zinc-400">{hint}</span>
-                    </span>
-                  </label>
-                ))}
+                ).map(([value, label, hint]) => {
+                  const locked = value === "api" && !canCreateApiKeys;
+                  return (
+                    <label
+                      key={value}
+                      className="flex cursor-pointer items-start gap-2 rounded-md border border-zinc-300 p-3 text-sm has-[:checked]:border-indigo-500 has-[:checked]:bg-indigo-50/60 has-[:disabled]:cursor-not-allowed has-[:disabled]:opacity-60 dark:border-zinc-700 dark:has-[:checked]:bg-indigo-950/40"
+                    >
+                      <input
+                        type="radio"
+                        name="kind"
+                        value={value}
+                        checked={kind === value}
+                        disabled={locked}
+                        onChange={() => setKind(value)}
+                        className="mt-0.5 accent-indigo-600"
+                      />
+                      <span>
+                        <span className="block font-medium">{label}</span>
+                        <span className="block text-xs text-zinc-500 dark:text-zinc-400">
+                          {locked ? "Owners only: an API key can do whatever an owner can" : hint}
+                        </span>
+                      </span>
+                    </label>
+                  );
+                })}
               </div>
             </fieldset>
             {kind === "model" ? (

@@ -38,6 +38,12 @@ export function dtypeChoiceError(value: unknown): string {
 
 export const DtypeChoiceSchema = z.enum(DTYPE_CHOICES, { error: (issue) => dtypeChoiceError(issue.input) });
 
+/** "org/name" or "name", with an optional "@revision" (branch, tag or commit; default main). */
+const HUB_ID = /^(?:[A-Za-z0-9][\w.-]*\/)?[A-Za-z0-9][\w.-]*(?:@[\w./-]+)?$/;
+
+/** Whether `spec` is a hub id (see HUB_ID; never a `..` path). */
+export const isHubId = (spec: string) => HUB_ID.test(spec) && !spec.includes("..");
+
 /** How workers name a model they serve in a dtype (the registry's `models` and `model_states` keys). */
 export const servedModelKey = (model: string, dtype: string) => `${model}#${dtype}`;
 

@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import { currentTeamContext, type TeamContext } from "../auth/session";
 import { getDb, type DbHandle } from "../db/client";
+import { memberLimitId, takeRequest, teamLimits } from "../limits";
 import { ApiError, forbidden } from "../errors";
 import { observeResponse } from "../observe/request";
 import { errorResponse, newRequestId } from "./respond";
@@ -44,6 +45,7 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
     const requestId = newRequestId();
     const startedAt = performance.now();
     let teamId: string | undefined;
+    let limitHeaders: Record<string, string> = {};
     let res: Response;
     try {
       // Session cookies are SameSite=Lax, which still sends them on a cross-site top-level GET (a
@@ -58,11 +60,13 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
         if (options.role === "owner" && session.team.role !== "owner") {
           throw forbidden(`Only owners of the team can ${options.action ?? "do this"}.`);
         }
+        // A member's requests count as a key's of the team do (its requests per minute).
+        limitHeaders = takeRequest(memberLimitId(session.user.id, session.team.id), teamLimits(session.team));
       }
       const body = await validBody(req, options.body);
       const params = await routeParams(context);
       const result = await handler({ req, requestId, handle, params, body: body as never, session: session as never });
-      res = handlerResponse(result, requestId, { "cache-control": "no-store" });
+      res = handlerResponse(result, requestId, { ...limitHeaders, "cache-control": "no-store" });
     } catch (err) {
       // The browser went away (react-query cancels a superseded page): nothing to report.
       res = req.signal.aborted ? new Response(null, { status: 499 }) : errorResponse(err, requestId);

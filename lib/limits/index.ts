@@ -47,13 +47,23 @@ export function rateLimitHeaders(state: BucketState): Record<string, string> {
   };
 }
 
+/**
+ * The limits' id of a signed-in member acting in a team from the dashboard: counted like a key
+ * of the team, one per member, so the dashboard's playground and its API routes have the limits
+ * an API key has.
+ */
+export const memberLimitId = (userId: string, teamId: string) => `member:${userId}:${teamId}`;
+
+/** Who a refusal speaks of. */
+const subject = (keyId: string) => (keyId.startsWith("member:") ? "Your dashboard session" : "This key");
+
 /** One request of `keyId`; throws 429 past the team's requests per minute. Returns the headers to send. */
 export function takeRequest(keyId: string, limits: TeamLimits): Record<string, string> {
   const { ok, state } = requests.take(keyId, limits.requestsPerMinute);
   const headers = rateLimitHeaders(state);
   if (!ok) {
     throw rateLimited(
-      `This key made more than ${limits.requestsPerMinute} requests in a minute; retry in ${state.retryAfterSeconds} s.`,
+      `${subject(keyId)} made more than ${limits.requestsPerMinute} requests in a minute; retry in ${state.retryAfterSeconds} s.`,
       headers,
     );
   }
@@ -69,14 +79,14 @@ export function startGeneration(keyId: string, limits: TeamLimits): (usedTokens:
   const budget = tokens.peek(keyId, limits.tokensPerMinute);
   if (!budget.ok) {
     throw rateLimited(
-      `This key used its ${limits.tokensPerMinute} tokens of the last minute; retry in ${budget.state.retryAfterSeconds} s.`,
+      `${subject(keyId)} used its ${limits.tokensPerMinute} tokens of the last minute; retry in ${budget.state.retryAfterSeconds} s.`,
       rateLimitHeaders(budget.state),
     );
   }
   const n = running.get(keyId) ?? 0;
   if (n >= limits.concurrentStreams) {
     throw rateLimited(
-      `This key already has ${n} generations running (limit ${limits.concurrentStreams}); retry when one ends.`,
+      `${subject(keyId)} already has ${n} generations running (limit ${limits.concurrentStreams}); retry when one ends.`,
       { "retry-after": "1" },
     );
   }

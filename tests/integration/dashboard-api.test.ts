@@ -1,7 +1,9 @@
-import { describe, expect, it } from "vitest";
+import path from "node:path";
+import { describe, expect, inject, it } from "vitest";
 import { ApiKeySchema } from "@/lib/contracts/api-keys";
 import { AddSampleBody, PipelineSchema, SampleSchema } from "@/lib/contracts/pipelines";
 import { createPipeline } from "@/lib/services/pipelines";
+import { setTeamLimits } from "@/lib/services/teams";
 import { addSample } from "@/lib/services/samples";
 import { toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
@@ -175,6 +177,36 @@ describe("keys", () => {
   });
 });
 
+describe("a member's limits", () => {
+  // Before, the dashboard's routes and its playground counted nothing: a member could stream as
+  // much as they liked, past every limit the team's API keys have.
+  it("count the dashboard's requests per minute as a key's", async () => {
+    const { cookie, team } = await newUser();
+    await setTeamLimits(db().db, { teamId: team.id, limits: { requestsPerMinute: 3 } });
+    for (let i = 0; i < 3; i++) {
+      const res = await as(cookie).get("/api/ui/pipelines");
+      expect(res.status).toBe(200);
+      expect(res.headers.get("ratelimit-remaining")).toBe(String(2 - i));
+    }
+    const refused = await as(cookie).get("/api/ui/pipelines");
+    expect(refused.status).toBe(429);
+    expect(refused.json.error.message).toMatch(/^Your dashboard session made more than 3 requests in a minute/);
+    expect(refused.headers.get("retry-after")).toBeTruthy();
+  });
+
+  it("hold the playground to the team's tokens per minute", async () => {
+    const { cookie, team } = await newUser();
+    const dep = await makeDeployment(team);
+    await setTeamLimits(db().db, { teamId: team.id, limits: { tokensPerMinute: 10 } });
+    const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 12, temperature: 0 });
+    const first = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    expect(first.status, first.text).toBe(200);
+    const second = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    expect(second.status).toBe(429);
+    expect(second.json.error.message).toMatch(/^Your dashboard session used its 10 tokens of the last minute/);
+  });
+});
+
 describe("playground stream", () => {
   it("validates with the deployment endpoint's schema and finds only the team's deployments", async () => {
     const { cookie } = await newUser();
@@ -275,5 +307,36 @@ describe("deployments", () => {
     expect(unknown.status).toBe(400);
     expect(unknown.json.error.message).toMatch(/^Invalid 'dtype': must be one of auto, /);
     expect((await as(cookie).get("/api/ui/deployments")).json).toEqual([]);
+  });
+
+  it("take hub ids and folders inside MODEL_FOLDERS only: no other folder of the workers' machines", async () => {
+    const { cookie } = await newUser();
+    const tiny = inject("tinyModel");
+    // A folder of the machine (another team's model, or anything else there), by any spelling.
+    for (const model of [
+      "/etc",
+      path.resolve(tiny, "..", ".."),
+      `${path.dirname(tiny)}-other/x`,
+      "./models/x",
+      "../x",
+      "a/../../b",
+    ]) {
+      const res = await as(cookie).post("/api/ui/deployments", { name: "sneaky", model });
+      expect({ model, status: res.status, param: res.json.error?.param }).toEqual({
+        model,
+        status: 400,
+        param: "model",
+      });
+      expect(res.json.error.message).toContain(`or a folder inside ${path.dirname(tiny)}`);
+    }
+    expect((await as(cookie).get("/api/ui/deployments")).json).toEqual([]);
+    for (const [name, model] of [
+      ["hub", "org/m@v1"],
+      ["folder", tiny],
+    ]) {
+      const res = await as(cookie).post("/api/ui/deployments", { name, model });
+      expect(res.status, res.text).toBe(201);
+      expect(res.json.model).toBe(model);
+    }
   });
 });

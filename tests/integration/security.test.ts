@@ -33,6 +33,16 @@ describe("roles", () => {
     expect(del.status).toBe(403);
     expect((await api.get(`/v1/datasets/${dataset}`)).status).toBe(200);
 
+    // An API key could do what an owner can (delete datasets, pipelines, samples): a member may
+    // create model keys only.
+    const apiKey = await as(cookie).post("/api/ui/keys", { kind: "api", name: "mine" });
+    expect(apiKey.status).toBe(403);
+    expect(apiKey.json.error.message).toMatch(/^Only owners of the team can create API keys/);
+    expect((await as(cookie).get("/api/ui/keys")).json).toHaveLength(2); // the team's two, no more
+    const modelKey = await as(cookie).post("/api/ui/keys", { kind: "model", name: "mine" });
+    expect(modelKey.status).toBe(201);
+    expect((await as(ownerCookie).post("/api/ui/keys", { kind: "api", name: "theirs" })).status).toBe(201);
+
     expect((await as(ownerCookie).post(`/api/ui/keys/${team.keyId}/revoke`)).status).toBe(200);
     expect(
       (await client().call("DELETE", `/api/ui/datasets/${dataset}`, undefined, { cookie: ownerCookie })).status,

@@ -113,6 +113,8 @@ export default async function setup(project: TestProject) {
     ...upstream,
     SIGNIN_ATTEMPTS_PER_ADDRESS: "100000",
     USAGE_FLUSH_MS: "100",
+    // Owners may deploy model folders from the dashboard only from inside these.
+    MODEL_FOLDERS: path.dirname(tinyModel),
   });
   // Maintenance (retention, deleted pipelines) every second and imports polled often: the tests
   // wait for them.

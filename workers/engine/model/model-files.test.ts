@@ -5,13 +5,24 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { FLOAT, GraphBuilder, MS_DOMAIN, UINT8 } from "@/scripts/tiny-model/onnx-builder";
 import { AUTO_PREFERENCE, DTYPES, externalDataFiles, onnxFileFor } from "./dtypes";
-import { chooseGraph } from "./model-folder";
+import { chooseGraph, isLocalPath } from "./model-folder";
 import { scanOnnxOps } from "./onnx-scan";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
 import { loadModel } from "./load-model";
 import { modelDtypes } from "./model-dtypes";
 
 const repo = (...files: string[]) => ["config.json", "tokenizer.json", ...files];
+
+describe("a model's name", () => {
+  it("is a folder when absolute or ./relative; org/name is the hub's even where such a folder exists", async () => {
+    // Folders that exist relative to where the tests (and a worker) run.
+    expect(["workers/engine", "node_modules/onnxruntime-node"].map(isLocalPath)).toEqual([false, false]);
+    expect([path.resolve("workers/engine"), "./workers/engine", "../x"].map(isLocalPath)).toEqual([true, true, true]);
+    // Not shaped like a hub id and there: a folder still (three segments).
+    expect(isLocalPath("workers/engine/model")).toBe(true);
+    expect(isLocalPath("org/name")).toBe(false);
+  });
+});
 
 describe("dtype files", () => {
   it("uses transformers.js' file names", () => {

@@ -2,6 +2,7 @@
 // per dtype under onnx/ (plus external data). Checks it and picks the graph of a dtype.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
+import { isHubId } from "@/lib/contracts/models";
 import { loadError } from "../errors";
 import {
   availableDtypes,
@@ -22,8 +23,14 @@ export interface ModelFolder {
   onnxFiles: string[];
 }
 
-/** A path (absolute, ./relative, or existing) rather than a hub id. */
-export const isLocalPath = (id: string) => path.isAbsolute(id) || id.startsWith(".") || existsSync(id);
+/**
+ * A path (absolute, ./relative, or an existing folder that is not shaped like a hub id) rather
+ * than a hub id. `org/name` is the hub's even when a folder of that name exists where the worker
+ * runs: a team's deployment cannot reach into the worker's own folders by naming them so (the
+ * CLI makes its relative paths absolute; WORKER_MODELS likewise, in the worker's env).
+ */
+export const isLocalPath = (id: string) =>
+  path.isAbsolute(id) || id.startsWith(".") || (!isHubId(id) && existsSync(id));
 
 export const REQUIRED_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json"];
 

@@ -19,7 +19,12 @@ export default async function KeysPage() {
       <PageHeader
         title="API keys"
         description={`Keys of the ${team.name} team. Secrets are shown once, when a key is created.`}
-        actions={<CreateKeyButton deployments={deployments.map((d) => ({ id: d.id, name: d.name }))} />}
+        actions={
+          <CreateKeyButton
+            deployments={deployments.map((d) => ({ id: d.id, name: d.name }))}
+            canCreateApiKeys={team.role === "owner"}
+          />
+        }
       />
       <KeysTable initial={keys.map(toApiKeyDto)} canRevoke={team.role === "owner"} />
     </>

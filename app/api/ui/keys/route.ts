@@ -1,5 +1,5 @@
 import { CreateKeyBody } from "@/lib/contracts/api-keys";
-import { notFound } from "@/lib/errors";
+import { forbidden, notFound } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createApiKey, listApiKeys } from "@/lib/services/api-keys";
 import { listDeployments } from "@/lib/services/deployments";
@@ -12,7 +12,12 @@ export const GET = sessionRoute({}, async ({ handle, session }) =>
 );
 
 // The secret is in this response only; it is never stored or shown again.
+// An API key acts for the whole team, owner's actions included (deleting pipelines, datasets,
+// samples): only owners create one. A member may create model keys (completions only, which the
+// playground gives them anyway).
 export const POST = sessionRoute({ body: CreateKeyBody }, async ({ handle, session, body }) => {
+  if (body.kind === "api" && session.team.role !== "owner")
+    throw forbidden("Only owners of the team can create API keys: an API key can do whatever an owner can.");
   if (body.deploymentId) {
     const deployments = await listDeployments(handle.db, session.team.id);
     if (!deployments.some((d) => d.id === body.deploymentId)) {

@@ -4,6 +4,7 @@
 //   HF_HUB_OFFLINE  1/true/yes/on: never download; use what the cache holds
 //   DATA_DIR        downloads are cached under DATA_DIR/hub (default ./.data/hub)
 import path from "node:path";
+import { isHubId } from "@/lib/contracts/models";
 
 export interface HubOptions {
   endpoint: string;
@@ -26,11 +27,8 @@ export function hubOptionsFromEnv(e: NodeJS.ProcessEnv = process.env): HubOption
   };
 }
 
-/** "org/name" or "name", with an optional "@revision" (branch, tag or commit; default main). */
-const HUB_ID = /^(?:[A-Za-z0-9][\w.-]*\/)?[A-Za-z0-9][\w.-]*(?:@[\w./-]+)?$/;
-
 export function parseHubId(spec: string): { repo: string; revision: string } | null {
-  if (!HUB_ID.test(spec) || spec.includes("..")) return null;
+  if (!isHubId(spec)) return null;
   const [repo, revision = "main"] = spec.split("@");
   return { repo, revision };
 }

@@ -1,4 +1,5 @@
 import { fromZodError } from "@/lib/errors";
+import { memberLimitId, teamLimits } from "@/lib/limits";
 import { completionStreamFrames } from "@/lib/http/deployment-frames";
 import { sessionRoute } from "@/lib/http/session-route";
 import { sseResponse } from "@/lib/http/sse";
@@ -32,7 +33,11 @@ export const GET = sessionRoute({}, async ({ req, requestId, handle, session, pa
   const events = await openStreamOnDeployment(handle.db, deployment, rest, {
     signal: upstream.signal,
     requestId,
-    meter: { teamSlug: session.team.slug },
+    // The member's own generation limits (concurrent streams, tokens per minute), as a key's.
+    meter: {
+      teamSlug: session.team.slug,
+      quota: { keyId: memberLimitId(session.user.id, session.team.id), limits: teamLimits(session.team) },
+    },
     capture,
   });
   return sseResponse(completionStreamFrames(events, requestId), { onCancel: () => upstream.abort() });
