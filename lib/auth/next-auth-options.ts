@@ -3,6 +3,7 @@ import CredentialsProvider from "next-auth/providers/credentials";
 import { z } from "zod";
 import { getDb } from "../db/client";
 import { env } from "../env";
+import { clientAddress } from "../http/client-address";
 import { takeSignIn } from "../limits";
 import { authenticateUser } from "../services/users";
 
@@ -33,8 +34,11 @@ export function authOptions(): NextAuthOptions {
           if (!parsed.success) return null;
           // Each attempt costs a few hundred ms of scrypt: limited per account and per address.
           // The thrown message reaches the sign-in form as the error.
-          const forwarded = (req?.headers as Record<string, string | undefined> | undefined)?.["x-forwarded-for"];
-          takeSignIn(parsed.data.email.toLowerCase(), forwarded?.split(",")[0]?.trim());
+          const headers = (req?.headers ?? {}) as Record<string, string | undefined>;
+          takeSignIn(
+            parsed.data.email.toLowerCase(),
+            clientAddress((name) => headers[name]),
+          );
           const user = await authenticateUser(getDb().db, parsed.data.email, parsed.data.password);
           return user ? { id: user.id, email: user.email, name: user.name } : null;
         },

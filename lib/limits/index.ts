@@ -102,6 +102,20 @@ export function startGeneration(keyId: string, limits: TeamLimits): (usedTokens:
   };
 }
 
+/**
+ * A sign-up from `address`: it hashes a password as a sign-in does, so it counts against the
+ * same per-address attempts (per 15 minutes); 429 past them.
+ */
+export function takeSignUp(address: string | undefined): void {
+  if (!address) return;
+  const { ok, state } = signIns.take(`address:${address}`, env().SIGNIN_ATTEMPTS_PER_ADDRESS);
+  if (!ok)
+    throw rateLimited(
+      `Too many sign-ups and sign-ins from this address; try again in ${Math.ceil(state.retryAfterSeconds / 60)} min.`,
+      rateLimitHeaders(state),
+    );
+}
+
 /** A sign-in attempt for `email` from `address`: 429 past either limit (per 15 minutes). */
 export function takeSignIn(email: string, address: string | undefined): void {
   const e = env();

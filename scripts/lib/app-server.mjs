@@ -138,7 +138,29 @@ function route(url) {
   return null;
 }
 
+/**
+ * The client's address, written over any client-sent value into the header the per-address
+ * limits read (lib/http/client-address.ts, which names it): the connection's address, or, when
+ * that is a proxy on a loopback or private address, the X-Forwarded-For entry TRUST_PROXY_HOPS
+ * (default 1) from the right, which the proxy appended (the entries left of it are the client's
+ * to write). TRUST_PROXY_HOPS=0: the connection's address always.
+ */
+const CLIENT_ADDRESS_HEADER = "x-lmp-client-address";
+const proxyHops = Math.max(0, Math.floor(Number(process.env.TRUST_PROXY_HOPS ?? 1)) || 0);
+const PRIVATE = /^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|::1$|f[cd][0-9a-f]{2}:)/i;
+function clientAddress(req) {
+  const peer = (req.socket.remoteAddress ?? "").replace(/^::ffff:/, "");
+  const forwarded = req.headers["x-forwarded-for"];
+  if (proxyHops === 0 || !forwarded || !PRIVATE.test(peer)) return peer;
+  const entries = String(forwarded)
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean);
+  return entries[Math.max(0, entries.length - proxyHops)] ?? peer;
+}
+
 const server = http.createServer((req, res) => {
+  req.headers[CLIENT_ADDRESS_HEADER] = clientAddress(req);
   const found = route(req.url ?? "");
   if (!found) return void handle(req, res);
   req.url = found.url;

@@ -6,6 +6,7 @@ import { setTeamLimits } from "@/lib/services/teams";
 import { createUser } from "@/lib/services/users";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment } from "../helpers/deployments";
+import { ownWorld } from "../helpers/own-world";
 import { cookiesOf, email, PASSWORD } from "../helpers/session";
 
 const limit = (teamId: string, limits: Parameters<typeof setTeamLimits>[1]["limits"]) =>
@@ -109,4 +110,55 @@ describe("rate limits and quotas", () => {
     expect(refused.session).toBe(false);
     expect(refused.error).toMatch(/Too many sign-in attempts/);
   });
+});
+
+describe("the per-address limit of sign-ins and sign-ups", () => {
+  // Behind a proxy on a loopback or private address (this test's client is one): the address is
+  // the X-Forwarded-For entry the proxy appended, the last. Before, the first entry was taken as
+  // is, so a client that wrote another one each time was never limited, and each attempt cost a
+  // scrypt hash (128 MiB, a few hundred ms) of the threads that every team's file work shares.
+  it("counts the address the proxy saw, whatever the client writes in front of it or in our header", async () => {
+    const world = await ownWorld("addresses", { app: { SIGNIN_ATTEMPTS_PER_ADDRESS: "3" } });
+    try {
+      const url = world.app.url;
+      const from = (proxied: string, i: number) => ({
+        "x-forwarded-for": `198.51.100.${i}, ${proxied}`,
+        "x-lmp-client-address": `192.0.2.${i}`,
+      });
+      const signUp = (i: number, proxied: string) =>
+        fetch(`${url}/api/ui/sign-up`, {
+          method: "POST",
+          headers: { "content-type": "application/json", ...from(proxied, i) },
+          body: JSON.stringify({ email: email(), password: PASSWORD }),
+        });
+      for (let i = 0; i < 3; i++) expect((await signUp(i, "203.0.113.7")).status).toBe(201);
+      const refused = await signUp(3, "203.0.113.7");
+      expect(refused.status).toBe(429);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+        /^Too many sign-ups and sign-ins from this address/,
+      );
+      // Sign-ins from there are refused too (the same attempts); another address is not.
+      const signIn = async (proxied: string) => {
+        const csrf = await fetch(`${url}/api/auth/csrf`);
+        const { csrfToken } = (await csrf.json()) as { csrfToken: string };
+        const res = await fetch(`${url}/api/auth/callback/credentials`, {
+          method: "POST",
+          redirect: "manual",
+          headers: {
+            "content-type": "application/x-www-form-urlencoded",
+            cookie: cookiesOf(csrf).join("; "),
+            ...from(proxied, 9),
+          },
+          body: new URLSearchParams({ csrfToken, email: "nobody@example.com", password: "x", json: "true" }),
+        });
+        const location = res.headers.get("location") ?? ((await res.json()) as { url?: string }).url ?? "";
+        return new URL(location, url).searchParams.get("error");
+      };
+      expect(await signIn("203.0.113.7")).toMatch(/Too many sign-in attempts/);
+      expect(await signIn("203.0.113.8")).toBe("CredentialsSignin");
+      expect((await signUp(4, "203.0.113.8")).status).toBe(201);
+    } finally {
+      await world.close();
+    }
+  }, 120_000);
 });

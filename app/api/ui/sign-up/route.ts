@@ -1,11 +1,14 @@
 import { SignUpBody } from "@/lib/contracts/users";
+import { clientAddress } from "@/lib/http/client-address";
 import { sessionRoute } from "@/lib/http/session-route";
+import { takeSignUp } from "@/lib/limits";
 import { signUp } from "@/lib/services/users";
 
 export const dynamic = "force-dynamic";
 
 // A new user who owns a new team; the form then signs in through next-auth.
-export const POST = sessionRoute({ auth: "none", body: SignUpBody }, async ({ handle, body }) => {
+export const POST = sessionRoute({ auth: "none", body: SignUpBody }, async ({ req, handle, body }) => {
+  takeSignUp(clientAddress((name) => req.headers.get(name)));
   const { user, team } = await signUp(handle.db, body);
   return Response.json(
     { user: { id: user.id, email: user.email }, team: { id: team.id, slug: team.slug } },
