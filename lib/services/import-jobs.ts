@@ -41,7 +41,12 @@ export class ImportPipelineGone extends Error {
 
 const leaseHeld = (id: string, owner: string) => sql`id = ${id} and lease_owner = ${owner} and status = 'PROCESSING'`;
 
-/** Claims the oldest PROCESSING import whose lease is free or expired (SKIP LOCKED). */
+/**
+ * Claims a PROCESSING import whose lease is free or expired (SKIP LOCKED), team by team: of the
+ * team with the fewest imports running now, then of the team whose last import ended longest ago
+ * (or never), its oldest. So teams take turns: before, imports ran oldest first across all
+ * teams, and one team's fifty uploads held another team's one back for hours.
+ */
 export async function claimImport(db: DbOrTx, input: { owner: string; leaseSeconds: number }) {
   const [row] = await db.execute<{
     id: string;
@@ -58,9 +63,14 @@ export async function claimImport(db: DbOrTx, input: { owner: string; leaseSecon
     set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
         attempts = i.attempts + 1, updated_at = now()
     from (
-      select id from imports
+      select id from imports q
       where status = 'PROCESSING' and (lease_expires_at is null or lease_expires_at < now())
-      order by created_at, id limit 1
+      order by (select count(*) from imports r
+                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
+               (select max(r.updated_at) from imports r where r.team_id = q.team_id and r.status <> 'PROCESSING')
+                 nulls first,
+               created_at, id
+      limit 1
       for update skip locked
     ) c
     where i.id = c.id

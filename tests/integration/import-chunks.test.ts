@@ -125,3 +125,44 @@ describe("storeImportChunk", () => {
     expect(await state()).toMatchObject({ samples: 2, imported: 2, refused: 1, linesRead: 2, bytesRead: 200 });
   });
 });
+
+describe("claiming imports", () => {
+  it("takes turns between teams: one team's many uploads do not hold another's back", async () => {
+    // Nothing else of this database's imports may be claimable meanwhile.
+    await handle.db.execute(sql`update imports set status = 'READY' where status = 'PROCESSING'`);
+    const teamOf = async (slug: string) => {
+      const team = await createTeam(handle.db, { slug: `${slug}-${newId("team").slice(5, 15)}` });
+      const pipeline = await createPipeline(handle.db, { teamId: team.id, name: "p" });
+      return { team, pipeline };
+    };
+    const upload = async ({ team, pipeline }: Awaited<ReturnType<typeof teamOf>>) => {
+      const id = newId("import");
+      await handle.db
+        .insert(imports)
+        .values({ id, teamId: team.id, pipelineId: pipeline.id, blobKey: `imports/${id}/upload.jsonl`, bytes: 10 });
+      return id;
+    };
+    const a = await teamOf("a");
+    const b = await teamOf("b");
+    const as = [await upload(a), await upload(a), await upload(a)];
+    const bs = [await upload(b)];
+    const claim = async (owner: string) => (await claimImport(handle.db, { owner, leaseSeconds: 30 }))!.id;
+    const finish = (id: string) =>
+      handle.db.execute(
+        sql`update imports set status = 'READY', lease_owner = null, updated_at = now() where id = ${id}`,
+      );
+
+    // Two workers: the second takes team b's while team a's first runs.
+    expect(await claim("w1")).toBe(as[0]);
+    expect(await claim("w2")).toBe(bs[0]);
+    await finish(as[0]!);
+    await finish(bs[0]!);
+    // One worker: b's next (uploaded after a's) runs before a's third, a's last having ended later.
+    const bs2 = await upload(b);
+    expect(await claim("w1")).toBe(as[1]);
+    await finish(as[1]!);
+    expect(await claim("w1")).toBe(bs2);
+    await finish(bs2);
+    expect(await claim("w1")).toBe(as[2]);
+  });
+});
