@@ -82,4 +82,28 @@ describe("change feed", () => {
     await expect.poll(() => feed.listening, { timeout: 10_000 }).toBe(true);
     await expect(authenticateKey(app.db, k.auth, "api")).rejects.toThrow(/revoked/);
   });
+
+  it("past its size, drops the least recently used entry, not the entries in use", async () => {
+    const cache = changeFeedOf(app.sql)!.cache<string, string>("lru-test", {
+      tables: [],
+      ttlMs: 60_000,
+      maxEntries: 3,
+    });
+    let loads = 0;
+    const get = (key: string) => cache.get(key, async () => (loads++, `v-${key}`));
+    await get("hot");
+    // A flood of keys seen once each (misses), the hot key used in between.
+    for (let i = 0; i < 10; i++) {
+      expect(await get("hot")).toBe("v-hot");
+      await get(`miss-${i}`);
+    }
+    expect(loads).toBe(11); // the hot key loaded once, each miss once
+    // The least recently used went: miss-9 and miss-8 stayed, miss-7 did not.
+    loads = 0;
+    await get("miss-9");
+    await get("miss-8");
+    expect(loads).toBe(0);
+    await get("miss-7");
+    expect(loads).toBe(1);
+  });
 });

@@ -29,15 +29,26 @@ export class ChangeCache<K, V> {
     this.generation++;
   }
 
-  /** The cached value, or `load()`'s, kept unless `keep` says otherwise (e.g. "not found"). */
+  /**
+   * The cached value, or `load()`'s, kept unless `keep` says otherwise (e.g. "not found"). Past
+   * maxEntries the least recently used entry goes: a flood of lookups that each miss (random
+   * deployment paths, sent by anyone without a key) pushes out only entries nobody used since,
+   * where before the whole cache was emptied every maxEntries misses, every team's included.
+   */
   async get(key: K, load: () => Promise<V>, keep: (value: V) => boolean = () => true): Promise<V> {
     if (!this.feed.listening) return load();
     const hit = this.entries.get(key);
-    if (hit && hit.expires > Date.now()) return hit.value;
+    if (hit && hit.expires > Date.now()) {
+      // Most recently used last (a Map iterates in insertion order).
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit.value;
+    }
     const generation = this.generation;
     const value = await load();
     if (generation === this.generation && this.feed.listening && keep(value)) {
-      if (this.entries.size >= this.options.maxEntries) this.entries.clear();
+      this.entries.delete(key);
+      while (this.entries.size >= this.options.maxEntries) this.entries.delete(this.entries.keys().next().value!);
       this.entries.set(key, { value, expires: Date.now() + this.options.ttlMs });
     }
     return value;
