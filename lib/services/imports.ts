@@ -1,10 +1,10 @@
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { and, eq } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { BlobStore } from "../blob";
 import type { ImportDto } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
-import { imports, type Import } from "../db/schema";
+import { imports, pipelines, type Import } from "../db/schema";
 import { invalidRequest, notFound, payloadTooLarge } from "../errors";
 import { newId } from "../ids";
 
@@ -67,14 +67,15 @@ export async function createImport(
   }
 }
 
-/** One import of the team; another team's is not found. */
+/** One import of the team; another team's is not found, nor one of a deleted pipeline (404 everywhere). */
 export async function getImport(db: DbOrTx, input: { teamId: string; id: string }): Promise<Import> {
   const [row] = await db
-    .select()
+    .select({ i: imports })
     .from(imports)
-    .where(and(eq(imports.id, input.id), eq(imports.teamId, input.teamId)));
+    .innerJoin(pipelines, eq(pipelines.id, imports.pipelineId))
+    .where(and(eq(imports.id, input.id), eq(imports.teamId, input.teamId), isNull(pipelines.deletedAt)));
   if (!row) throw notFound(`No import with id '${input.id}'.`, "id");
-  return row;
+  return row.i;
 }
 
 /**

@@ -177,6 +177,16 @@ describe("keys", () => {
   });
 });
 
+describe("the pipeline page", () => {
+  it("renders a URL whose filter the API refuses, leaving the error to the page's own request", async () => {
+    const { cookie } = await newUser();
+    const id = (await as(cookie).post("/api/ui/pipelines", { name: "p" })).json.id as string;
+    const page = await as(cookie).get(`/pipelines/${id}?sampleSize=2000000&sampleSeed=1`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("Filter the samples");
+  });
+});
+
 describe("a member's limits", () => {
   // Before, the dashboard's routes and its playground counted nothing: a member could stream as
   // much as they liked, past every limit the team's API keys have.

@@ -135,5 +135,10 @@ describe("imports", () => {
     expect((await waitForImport(api, empty.json.id)).done).toMatchObject({ linesRead: 0, imported: 0, bytes: 0 });
     expect(await count()).toBe(0);
     expect(await other.count()).toBe(0);
+    // The pipeline deleted: its imports are gone too, as everything of it (404 everywhere).
+    expect((await api.call("DELETE", `/v1/pipelines/${pipeline}`)).status).toBe(200);
+    const gone = await api.get(`/v1/imports/${empty.json.id}`);
+    expect(gone.status).toBe(404);
+    expect(gone.json.error.message).toBe(`No import with id '${empty.json.id}'.`);
   });
 });

@@ -30,6 +30,8 @@ describe("signed sample URLs", () => {
     const res = await fetch(url);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual(messages);
+    // Never kept by a browser: a deleted sample is gone at once.
+    expect(res.headers.get("cache-control")).toBe("private, no-store");
   });
 
   it("refuse a tampered signature, expiry or sample id", async () => {

@@ -37,10 +37,12 @@ export default async function PipelinePage({ params, searchParams }: Props) {
     if (err instanceof ApiError && err.status === 404) notFound();
     throw err;
   });
-  // First paint: the page the URL asks for (the count follows from the client).
+  // First paint: the page the URL asks for (the count follows from the client). A URL whose
+  // filter the API refuses (a sample size past its limit, say) paints no page: the client asks
+  // for it and shows the API's error, rather than this page failing as a whole.
   const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
   // Whether the pipeline has any sample at all (its empty state), without counting them.
-  const hasSamples = samples.length > 0 || (await list(db, pipeline.id, { limit: 1 })).length > 0;
+  const hasSamples = (samples?.length ?? 0) > 0 || ((await list(db, pipeline.id, { limit: 1 })) ?? []).length > 0;
   const deployments = (await listDeployments(db, team.id)).map((d) => d.name);
   return (
     <>
@@ -58,15 +60,22 @@ export default async function PipelinePage({ params, searchParams }: Props) {
       <SelectionView
         pipelineId={pipeline.id}
         publicUrl={env().PUBLIC_URL}
-        initial={{ key: JSON.stringify(pageKey(pipeline.id, state)), page: { samples }, hasSamples }}
+        initial={{
+          key: samples ? JSON.stringify(pageKey(pipeline.id, state)) : "",
+          page: { samples: samples ?? [] },
+          hasSamples,
+        }}
         deployments={deployments}
       />
     </>
   );
 }
 
+/** The selection's first page, or null when the API would refuse the selection (a 400). */
 async function list(db: Db, pipelineId: string, body: SelectionFilter & { limit: number; offset?: number }) {
-  const selection = SelectionBody.parse(body);
+  const parsed = SelectionBody.safeParse(body);
+  if (!parsed.success) return null;
+  const selection = parsed.data;
   const samples = [];
   // The first page as the UI route gives it: with the captured completions' generation facts.
   for await (const s of streamSelection(db, { pipelineId, selection, batch: body.limit, withGeneration: true }))

@@ -16,7 +16,9 @@ export const GET = apiRoute({ auth: "none" }, async ({ req, handle, params }) =>
   }
   const messages = await getSampleMessages(handle.db, params.id!);
   if (!messages) throw notFound("This sample no longer exists.");
-  return Response.json(messages, { headers: { "cache-control": "private, max-age=60" } });
+  // Not kept by the browser: a sample deleted (a data owner's request) is gone at once, not after
+  // a cache's minute.
+  return Response.json(messages, { headers: { "cache-control": "private, no-store" } });
 });
 
 export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");
