@@ -10,6 +10,7 @@ import type {
   GenerationRequestInput,
   GenerationResult,
   GenerationStreamEvent,
+  GenerationUsage,
 } from "@/lib/contracts/generation";
 
 export class InferenceError extends Error {
@@ -103,6 +104,24 @@ export class InferenceClient {
   async open(request: GenerationRequestInput, opts: CallOptions = {}): Promise<AsyncIterable<GenerationStreamEvent>> {
     const res = await this.request("POST", "/generate-stream", request, opts);
     return readEvents(res, opts.signal);
+  }
+
+  /**
+   * What a generation sent with `requestId` had used when its caller left it (the worker keeps
+   * it a minute), to be charged; null when the worker has none. The worker learns of the leaving
+   * when the connection closes, so a 404 is asked again for up to `waitMs`.
+   */
+  async leftUsage(requestId: string, waitMs = 1000): Promise<GenerationUsage | null> {
+    const until = Date.now() + waitMs;
+    for (;;) {
+      try {
+        const res = await this.request("GET", `/usage/${encodeURIComponent(requestId)}`);
+        return (JSON.parse(await readText(res)) as { usage: GenerationUsage }).usage;
+      } catch (e) {
+        if (!(e instanceof InferenceError && e.status === 404) || Date.now() >= until) return null;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
   }
 
   async health(): Promise<{ status: string; models: string[]; load?: Record<string, number | string>[] }> {

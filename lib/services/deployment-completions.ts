@@ -9,7 +9,7 @@ import type {
 } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
-import type { CallOptions } from "../inference/client";
+import type { CallOptions, InferenceClient } from "../inference/client";
 import { captureCompletion, type CaptureRequest, type FinishedChoice } from "./capture";
 import { generateUpstream, openUpstream, type UpstreamTarget } from "../inference/backends/upstream";
 import { open as openSealed } from "../secret-box";
@@ -89,11 +89,12 @@ export async function generateOnDeployment(
   const startedAt = performance.now();
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
+  let worker: InferenceClient | undefined;
   try {
     const upstream = upstreamOf(deployment);
     const result = upstream
       ? await generateUpstream(upstream, request, call)
-      : await withWorker(db, deployment, (client) => client.generate(request, call), call.signal);
+      : await withWorker(db, deployment, (client) => (worker = client).generate(request, call), call.signal);
     end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
     if (call.capture)
       captureCompletion(db, call.capture, result.choices, result.usage, {
@@ -102,9 +103,34 @@ export async function generateOnDeployment(
       });
     return result;
   } catch (err) {
-    end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
+    const outcome: CompletionOutcome = {
+      status: call.signal?.aborted ? "cancelled" : "error",
+      promptTokens: 0,
+      completionTokens: 0,
+    };
+    endLeft(outcome, worker, call.requestId, end);
     throw err;
   }
+}
+
+/**
+ * Ends a completion; one its client left is charged what the worker had used by then (the
+ * worker keeps it by request id: GET /usage), so that leaving just before the end does not make
+ * a generation free of the key's tokens per minute. Asked in the background: nobody waits.
+ */
+function endLeft(
+  outcome: CompletionOutcome,
+  worker: InferenceClient | undefined,
+  requestId: string | undefined,
+  end: (o: CompletionOutcome) => void,
+) {
+  if (outcome.status !== "cancelled" || !worker || !requestId) return end(outcome);
+  void worker
+    .leftUsage(requestId)
+    .catch(() => null)
+    .then((used) =>
+      end(used ? { ...outcome, promptTokens: used.prompt_tokens, completionTokens: used.completion_tokens } : outcome),
+    );
 }
 
 /**
@@ -121,18 +147,20 @@ export async function openStreamOnDeployment(
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
   let events: AsyncIterable<GenerationStreamEvent>;
+  let worker: InferenceClient | undefined;
   try {
     const upstream = upstreamOf(deployment);
     events = upstream
       ? await openUpstream(upstream, request, call)
-      : await withWorker(db, deployment, (client) => client.open(request, call), call.signal);
+      : await withWorker(db, deployment, (client) => (worker = client).open(request, call), call.signal);
   } catch (err) {
-    end({ status: call.signal?.aborted ? "cancelled" : "error", promptTokens: 0, completionTokens: 0 });
+    const status = call.signal?.aborted ? "cancelled" : "error";
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, worker, call.requestId, end);
     throw err;
   }
   const capture = call.capture;
   return metered(events, startedAt, !call.collected, (outcome, choices) => {
-    end(outcome);
+    endLeft(outcome, worker, call.requestId, end);
     // Only a stream that finished is captured: an abandoned or failed one stores nothing.
     if (capture && outcome.status === "ok")
       captureCompletion(
@@ -194,7 +222,9 @@ async function* meteredGroups(
       yield group;
     }
   } catch (err) {
-    outcome.status = "error";
+    // The client left (the read saw the abort before the consumer stopped): cancelled, as when
+    // the consumer stops first, so that what it used is charged either way.
+    outcome.status = (err as Error)?.name === "AbortError" ? "cancelled" : "error";
     throw err;
   } finally {
     end(

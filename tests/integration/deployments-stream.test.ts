@@ -1,6 +1,7 @@
 // Streaming on a deployment: POST stream:true (data-only SSE ended by [DONE]) and the GET
 // update/end stream, through raw HTTP and the `eventsource` client; CORS; disconnect cancelling.
 import { EventSource } from "eventsource";
+import { UsageResponse } from "@/lib/contracts/usage";
 import { describe, expect, it } from "vitest";
 import {
   DeploymentCompletionResponse,
@@ -8,6 +9,7 @@ import {
   StreamEndEvent,
   StreamUpdateEvent,
 } from "@/lib/contracts/deployments";
+import { client } from "../helpers/context";
 import { busySequences, complete, makeTeamWithDeployment, noEosBias, parseSse } from "../helpers/deployments";
 
 async function postStream(url: string, key: string, body: Record<string, unknown>) {
@@ -192,6 +194,19 @@ describe("a client that disconnects", () => {
   // Greedy decoding of this prompt never meets EOS on the tiny model: 1,000 tokens take seconds.
   const long = { prompt: "The city was quiet", max_tokens: 1000, temperature: 0 };
 
+  /**
+   * A left generation is charged what it used (the key's tokens per minute, usage): before, it
+   * counted 0 tokens, so a client could leave just before the end and use the model for free.
+   */
+  async function expectCharged(apiKey: string, least: number) {
+    const rows = async () => UsageResponse.parse((await client(apiKey).get("/v1/usage?groupBy=deployment")).json).data;
+    await expect.poll(async () => (await rows()).length, { timeout: 10_000 }).toBe(1);
+    const [row] = await rows();
+    expect(row!.requests).toBe(1);
+    expect(row!.prompt_tokens).toBeGreaterThan(0);
+    expect(row!.completion_tokens).toBeGreaterThanOrEqual(least);
+  }
+
   async function expectIdleSoon() {
     const t = performance.now();
     await expect.poll(busySequences, { timeout: 1_500, interval: 50 }).toBe(0);
@@ -213,6 +228,7 @@ describe("a client that disconnects", () => {
     expect(await busySequences()).toBe(1);
     controller.abort();
     await expectIdleSoon();
+    await expectCharged(team.apiKey, 2);
   });
 
   it("stops its GET stream's generation", async () => {
@@ -240,5 +256,6 @@ describe("a client that disconnects", () => {
     controller.abort();
     expect(await pending).toMatchObject({ name: "AbortError" });
     await expectIdleSoon();
+    await expectCharged(team.apiKey, 0);
   });
 });

@@ -1,5 +1,5 @@
 // A request in flight: its plan, its n sequences, its event channel and its prefill progress.
-import type { GenerationStreamEvent } from "@/lib/contracts/generation";
+import type { GenerationStreamEvent, GenerationUsage } from "@/lib/contracts/generation";
 import type { EventChannel } from "./event-channel";
 import type { PrefillState } from "./model/layouts/layout";
 import type { RequestPlan } from "./request-plan";
@@ -27,8 +27,10 @@ export interface GenerationJob {
   done: boolean;
 }
 
-export function abortError(): Error {
-  const e = new Error("generation cancelled");
+/** A cancelled generation's error; `usage`: what it had used by then (a job that had started). */
+export function abortError(usage?: GenerationUsage): Error & { usage?: GenerationUsage } {
+  const e: Error & { usage?: GenerationUsage } = new Error("generation cancelled");
   e.name = "AbortError";
+  if (usage) e.usage = usage;
   return e;
 }

@@ -314,6 +314,11 @@ export class Scheduler {
   private cancel(job: GenerationJob) {
     if (job.done || job.cancelled) return;
     job.cancelled = true;
+    // What it used: its prompt once it left the queue (its prefill began, or the prompt cache
+    // answered it), and the tokens its sequences drew. The worker keeps it for the app to charge.
+    const started = !this.queues.get(job.tenant)?.includes(job);
+    const prompt = started ? job.plan.promptIds.length : 0;
+    const completion = job.sequences.reduce((a, s) => a + s.generated, 0);
     this.dequeue(job);
     if (this.prefilling === job) {
       this.prefilling = null;
@@ -321,7 +326,9 @@ export class Scheduler {
     }
     for (const s of job.sequences) s.finish("cancelled", null);
     job.done = true;
-    job.channel.end(abortError());
+    job.channel.end(
+      abortError({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }),
+    );
     // Its rows leave the batch (and free their KV) at the next step.
   }
 

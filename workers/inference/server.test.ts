@@ -129,7 +129,7 @@ describe("internal inference server", () => {
         const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
         for await (const e of client.stream(
           { prompt: "The city was quiet", max_tokens: 1000, seed: 2, logit_bias: noEos },
-          { signal: controller.signal },
+          { signal: controller.signal, requestId: "req-left-stream" },
         )) {
           if (e.type === "delta" && ++deltas === 3) controller.abort();
         }
@@ -137,8 +137,16 @@ describe("internal inference server", () => {
     ).rejects.toMatchObject({ name: "AbortError" });
     await new Promise((r) => setTimeout(r, 100));
     await scheduler.whenIdle();
-    expect(scheduler.model.stats.forwardCalls - before).toBeLessThan(200);
+    const calls = scheduler.model.stats.forwardCalls - before;
+    expect(calls).toBeLessThan(200);
     expect(scheduler.stats()).toMatchObject({ running: 0, queued: 0 });
+    // What it used, for the app to charge: the prompt, and each token drawn (one per pass after it).
+    const prompt = scheduler.model.tokenizer.encode("The city was quiet").length;
+    const usage = await client.leftUsage("req-left-stream");
+    expect(usage).toMatchObject({ prompt_tokens: prompt, total_tokens: prompt + usage!.completion_tokens });
+    expect(usage!.completion_tokens).toBeGreaterThanOrEqual(3);
+    expect(usage!.completion_tokens).toBeLessThanOrEqual(calls);
+    expect(await client.leftUsage("req-never-sent", 100)).toBeNull();
   });
 
   it("a client that disconnects during a non-streamed generate cancels it too", async () => {
@@ -148,13 +156,16 @@ describe("internal inference server", () => {
     const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
     const pending = client.generate(
       { prompt: "The city was quiet", max_tokens: 1000, seed: 2, logit_bias: noEos },
-      { signal: controller.signal },
+      { signal: controller.signal, requestId: "req-left-generate" },
     );
     setTimeout(() => controller.abort(), 100);
     await expect(pending).rejects.toMatchObject({ name: "AbortError" });
     await new Promise((r) => setTimeout(r, 100));
     await scheduler.whenIdle();
     expect(scheduler.model.stats.forwardCalls - before).toBeLessThan(900);
+    const usage = await client.leftUsage("req-left-generate");
+    expect(usage!.prompt_tokens).toBeGreaterThan(0);
+    expect(usage!.completion_tokens).toBeGreaterThan(0);
   });
 
   it("health lists the models", async () => {

@@ -7,6 +7,9 @@
 //   POST /generate-stream  JSON GenerationRequest → 200 application/x-ndjson: one
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
+//   GET  /usage/:requestId {"usage":{prompt_tokens,…}}: what a generation its client left had used
+//                          by then (kept a minute, by the x-request-id it came with), so that the
+//                          app charges it to the key; 404 when there is none (yet)
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
 //   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
@@ -24,7 +27,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual, createHash } from "node:crypto";
 import type { Registry } from "prom-client";
-import type { GenerationStreamEvent } from "@/lib/contracts/generation";
+import type { GenerationStreamEvent, GenerationUsage } from "@/lib/contracts/generation";
 import { DtypeChoiceSchema, type DtypeChoice } from "@/lib/contracts/models";
 import { env } from "@/lib/env";
 import { collectResult, type Engine } from "../engine/engine";
@@ -62,6 +65,10 @@ export interface InferenceServer {
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
+/** How long, and how many, generations left by their clients are kept for GET /usage. */
+const LEFT_USAGE_MS = 60_000;
+const LEFT_USAGE_MAX = 10_000;
+
 export async function startInferenceServer(opts: InferenceServerOptions): Promise<InferenceServer> {
   if (!opts.secret) throw new Error("startInferenceServer: a secret is required");
   const expected = digest(`Bearer ${opts.secret}`);
@@ -71,6 +78,17 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
 
   let inFlight = 0;
   let drained: (() => void) | undefined;
+  // Generations whose client left, by request id: what they had used (a Map keeps insertion
+  // order, so the oldest go first past the limit).
+  const leftUsage = new Map<string, { usage: GenerationUsage; at: number }>();
+  const keepLeft = (requestId: string, usage: GenerationUsage) => {
+    leftUsage.delete(requestId);
+    leftUsage.set(requestId, { usage, at: Date.now() });
+    for (const [id, v] of leftUsage) {
+      if (leftUsage.size <= LEFT_USAGE_MAX && Date.now() - v.at < LEFT_USAGE_MS) break;
+      leftUsage.delete(id);
+    }
+  };
   const server = createServer((req, res) => {
     inFlight++;
     const startedAt = performance.now();
@@ -108,6 +126,12 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
     }
     if (req.method === "GET" && url.pathname === "/metrics" && opts.metrics) {
       return json(res, 200, await opts.metrics.getMetricsAsJSON());
+    }
+    if (req.method === "GET" && url.pathname.startsWith("/usage/")) {
+      const left = leftUsage.get(decodeURIComponent(url.pathname.slice("/usage/".length)));
+      if (!left || Date.now() - left.at >= LEFT_USAGE_MS)
+        return send(res, httpError(404, "invalid_request", "no generation left by its client under that request id"));
+      return json(res, 200, { usage: left.usage });
     }
     const streaming = url.pathname === "/generate-stream";
     if (req.method !== "POST" || (url.pathname !== "/generate" && !streaming)) {
@@ -176,6 +200,8 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
         for await (const event of events) await write(JSON.stringify(event) + "\n");
       }
     } catch (e) {
+      const used = (e as { usage?: GenerationUsage }).usage;
+      if (controller.signal.aborted && used && requestId !== "-") keepLeft(requestId, used);
       if (!controller.signal.aborted) {
         if (toHttpError(e).status >= 500) log(`${requestId}: generation failed`, e);
         const error = toHttpError(e).body.error;
