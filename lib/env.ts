@@ -116,6 +116,10 @@ const EnvSchema = z.object({
   SHUTDOWN_GRACE_SECONDS: positiveInt.default(30),
   /** Longest a database statement of the app may run (the packager's COPY has no limit). */
   DB_STATEMENT_TIMEOUT_MS: positiveInt.default(30_000),
+  /** Selection queries (samples, count, delete-samples) one team runs at once per app process. */
+  DB_QUERIES_PER_TEAM: positiveInt.default(3),
+  /** How long a team's selection query waits for one of its slots before a 429. */
+  DB_QUERY_WAIT_MS: positiveInt.default(30_000),
   /** Shared secret of the worker's internal API; derived from AUTH_SECRET when unset. */
   WORKER_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
   /** Dataset packaging: a claimed job's lease, renewed while it runs; taken over once expired. */

@@ -1,5 +1,6 @@
 import { SelectionBody } from "@/lib/contracts/pipelines";
 import { apiRoute } from "@/lib/http/api-route";
+import { releasingAfter, takeQuerySlot } from "@/lib/limits/team-queries";
 import { jsonArrayStream } from "@/lib/http/json-stream";
 import { getPipeline } from "@/lib/services/pipelines";
 import { resolveCursor, streamSelection } from "@/lib/services/samples";
@@ -12,7 +13,10 @@ export const POST = apiRoute({ body: SelectionBody }, async ({ handle, principal
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
   // The cursor is resolved before the stream starts: an unknown `after` is a 400, not a cut array.
   const cursor = await resolveCursor(handle.db, pipeline.id, body.after);
-  const stream = jsonArrayStream(streamSelection(handle.db, { pipelineId: pipeline.id, selection: body, cursor }));
+  // One of the team's query slots, held until the array has been sent (or given up).
+  const release = await takeQuerySlot(principal.team.id);
+  const rows = streamSelection(handle.db, { pipelineId: pipeline.id, selection: body, cursor });
+  const stream = jsonArrayStream(releasingAfter(rows, release));
   return new Response(stream, { headers: { "content-type": "application/json; charset=utf-8" } });
 });
 

@@ -1,5 +1,6 @@
 import { UiSamplesPageBody } from "@/lib/ui/selection-params";
 import { sessionRoute } from "@/lib/http/session-route";
+import { takeQuerySlot } from "@/lib/limits/team-queries";
 import { getPipeline } from "@/lib/services/pipelines";
 import { streamSelection } from "@/lib/services/samples";
 
@@ -10,13 +11,18 @@ export const dynamic = "force-dynamic";
 export const POST = sessionRoute({ body: UiSamplesPageBody }, async ({ handle, session, params, body }) => {
   const pipeline = await getPipeline(handle.db, { teamId: session.team.id, id: params.id! });
   const samples = [];
-  for await (const s of streamSelection(handle.db, {
-    pipelineId: pipeline.id,
-    selection: body,
-    batch: body.limit,
-    withGeneration: true,
-  })) {
-    samples.push(s);
+  const release = await takeQuerySlot(session.team.id);
+  try {
+    for await (const s of streamSelection(handle.db, {
+      pipelineId: pipeline.id,
+      selection: body,
+      batch: body.limit,
+      withGeneration: true,
+    })) {
+      samples.push(s);
+    }
+  } finally {
+    release();
   }
   return { samples };
 });
