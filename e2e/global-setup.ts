@@ -31,7 +31,14 @@ export default async function globalSetup() {
     AUTH_SECRET: "e2e-secret-0123456789-0123456789-abcdef",
     DATA_DIR: dataDir,
   };
-  const app = await startApp({ ...common, SIGNIN_ATTEMPTS_PER_ADDRESS: "100000", USAGE_FLUSH_MS: "200" });
+  // Upstream servers on this machine are the operator's to allow: the upstream spec's fleet is
+  // at 127.0.0.1.
+  const app = await startApp({
+    ...common,
+    SIGNIN_ATTEMPTS_PER_ADDRESS: "100000",
+    USAGE_FLUSH_MS: "200",
+    UPSTREAM_ALLOWED_HOSTS: "127.0.0.1",
+  });
   // A local stand-in for the model hub: the dashboard deploys `e2e/tiny` from it.
   const hub = await startHubServer({ repos: { "e2e/tiny": tinyModel } });
   const worker = await startWorker({

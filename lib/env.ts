@@ -177,6 +177,19 @@ const EnvSchema = z.object({
    * in the dashboard (any folder inside them). Default none: the dashboard deploys hub ids, and
    * the operator's CLI deploys any folder.
    */
+  /**
+   * Upstream hosts on this machine or link-local that owners may use in the dashboard
+   * (lib/net/upstream-hosts.ts): comma-separated `host` or `host:port`. Default none.
+   */
+  UPSTREAM_ALLOWED_HOSTS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? "")
+        .split(",")
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    ),
   MODEL_FOLDERS: z
     .string()
     .optional()

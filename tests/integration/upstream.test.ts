@@ -819,6 +819,19 @@ describe("the upstream key", () => {
       upstream: { urls: [up.url], model: "qwen" },
     });
     expect(both.status).toBe(400);
+    // The app calls an upstream and relays its 4xx: not at this machine or the clouds' metadata
+    // service unless the operator lists it (this world lists 127.0.0.1, where the fakes listen).
+    for (const url of ["http://169.254.169.254", "http://localhost:9", "http://[::1]:9"]) {
+      const local = await as(owner.cookie).post("/api/ui/deployments", {
+        name: "probe",
+        upstream: { urls: [up.url, url], model: "qwen" },
+      });
+      expect({ url, status: local.status, param: local.json.error?.param }).toEqual({
+        url,
+        status: 400,
+        param: "upstream.urls[1]",
+      });
+    }
 
     const { secret: modelKey } = await createApiKey(db().db, { teamId: owner.team.id, kind: "model", name: "t" });
     const res = await fetch(`${baseUrl}/deployments/${owner.team.slug}/fleet`, {

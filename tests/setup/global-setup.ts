@@ -113,8 +113,10 @@ export default async function setup(project: TestProject) {
     ...upstream,
     SIGNIN_ATTEMPTS_PER_ADDRESS: "100000",
     USAGE_FLUSH_MS: "100",
-    // Owners may deploy model folders from the dashboard only from inside these.
+    // Owners may deploy model folders from the dashboard only from inside these, and upstream
+    // servers on this machine only at this address (the tests' fake upstreams listen there).
     MODEL_FOLDERS: path.dirname(tinyModel),
+    UPSTREAM_ALLOWED_HOSTS: "127.0.0.1",
   });
   // Maintenance (retention, deleted pipelines) every second and imports polled often: the tests
   // wait for them.

@@ -4,6 +4,7 @@ import { isHubId } from "@/lib/contracts/models";
 import { env } from "@/lib/env";
 import { invalidRequest } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
+import { refusedUpstream } from "@/lib/net/upstream-hosts";
 import { createDeployment, listDeploymentDtos, toDeploymentDto } from "@/lib/services/deployments";
 import { deploymentStates } from "@/lib/services/deployment-state";
 
@@ -12,11 +13,16 @@ export const dynamic = "force-dynamic";
 // The team's deployments with their states (the page polls it while one downloads or loads).
 export const GET = sessionRoute({}, async ({ handle, session }) => listDeploymentDtos(handle.db, session.team));
 
-// Owners create deployments: a model (a hub id, or a folder under MODEL_FOLDERS) in a dtype.
+// Owners create deployments: a model (a hub id, or a folder under MODEL_FOLDERS) in a dtype, or
+// upstream servers (not on this machine or link-local, unless UPSTREAM_ALLOWED_HOSTS lists them).
 export const POST = sessionRoute(
   { body: CreateDeploymentBody, role: "owner", action: "create deployments" },
   async ({ handle, session, body }) => {
     if (body.model !== undefined) assertTeamModel(body.model, env().MODEL_FOLDERS);
+    for (const [i, url] of (body.upstream?.urls ?? []).entries()) {
+      const why = await refusedUpstream(url, env().UPSTREAM_ALLOWED_HOSTS);
+      if (why) throw invalidRequest(`Invalid 'upstream.urls[${i}]': ${why}.`, `upstream.urls[${i}]`);
+    }
     const d = await createDeployment(handle.db, { teamId: session.team.id, ...body });
     const [status] = await deploymentStates(handle.db, [d]);
     return Response.json(toDeploymentDto(d, session.team.slug, status!), { status: 201 });

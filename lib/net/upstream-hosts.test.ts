@@ -1,0 +1,26 @@
+import { describe, expect, it } from "vitest";
+import { isLocalAddress, refusedUpstream } from "./upstream-hosts";
+
+describe("upstream hosts a team may use", () => {
+  it("knows this machine and link-local addresses", () => {
+    const local = ["127.0.0.1", "127.8.9.1", "0.0.0.0", "169.254.169.254", "::1", "::", "fe80::1", "::ffff:127.0.0.1"];
+    const remote = ["10.0.0.5", "192.168.1.20", "172.16.0.1", "8.8.8.8", "fd00::1", "2001:db8::1"];
+    expect(local.filter(isLocalAddress)).toEqual(local);
+    expect(remote.filter(isLocalAddress)).toEqual([]);
+  });
+
+  it("refuses URLs on this machine or link-local, by address or by name, unless the operator lists them", async () => {
+    expect(await refusedUpstream("http://169.254.169.254/latest", [])).toMatch(/^169\.254\.169\.254 is this machine/);
+    expect(await refusedUpstream("http://localhost:8000", [])).toMatch(
+      /^localhost is (127\.0\.0\.1|::1), this machine/,
+    );
+    expect(await refusedUpstream("http://[::1]:8000", [])).toMatch(/UPSTREAM_ALLOWED_HOSTS/);
+    expect(await refusedUpstream("http://10.1.2.3:8000", [])).toBeNull();
+    expect(await refusedUpstream("https://192.168.0.7", [])).toBeNull();
+    // Listed: the host (any port), or the host and port.
+    expect(await refusedUpstream("http://127.0.0.1:8000", ["127.0.0.1"])).toBeNull();
+    expect(await refusedUpstream("http://localhost:8000", ["localhost:8000"])).toBeNull();
+    expect(await refusedUpstream("http://localhost:8001", ["localhost:8000"])).not.toBeNull();
+    expect(await refusedUpstream("http://no-such-host.invalid", [])).toMatch(/cannot be resolved/);
+  });
+});
