@@ -16,6 +16,19 @@ const optionalUrl = z
   .optional()
   .or(z.literal("").transform(() => undefined));
 
+/** A comma-separated list: its entries trimmed, the empty ones dropped, each through `each`. */
+const commaList = (each: (entry: string) => string) =>
+  z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? "")
+        .split(",")
+        .map((e) => e.trim())
+        .filter(Boolean)
+        .map(each),
+    );
+
 const EnvSchema = z.object({
   PORT: port.default(3000),
   PUBLIC_URL: optionalUrl,
@@ -162,44 +175,18 @@ const EnvSchema = z.object({
    * Comma-separated models a worker serves in addition to those of the deployments table: an
    * existing relative folder is made absolute here (a bare `org/name` is otherwise a hub id).
    */
-  WORKER_MODELS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? "")
-        .split(",")
-        .map((m) => m.trim())
-        .filter(Boolean)
-        .map((m) => (!path.isAbsolute(m) && existsSync(m) ? path.resolve(m) : m)),
-    ),
+  WORKER_MODELS: commaList((m) => (!path.isAbsolute(m) && existsSync(m) ? path.resolve(m) : m)),
+  /**
+   * Upstream hosts on this machine or link-local that owners may use in the dashboard
+   * (lib/net/upstream-hosts.ts): comma-separated `host` or `host:port`. Default none.
+   */
+  UPSTREAM_ALLOWED_HOSTS: commaList((h) => h.toLowerCase()),
   /**
    * Comma-separated folders on the workers' machines from which owners may deploy model folders
    * in the dashboard (any folder inside them). Default none: the dashboard deploys hub ids, and
    * the operator's CLI deploys any folder.
    */
-  /**
-   * Upstream hosts on this machine or link-local that owners may use in the dashboard
-   * (lib/net/upstream-hosts.ts): comma-separated `host` or `host:port`. Default none.
-   */
-  UPSTREAM_ALLOWED_HOSTS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? "")
-        .split(",")
-        .map((h) => h.trim().toLowerCase())
-        .filter(Boolean),
-    ),
-  MODEL_FOLDERS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? "")
-        .split(",")
-        .map((m) => m.trim())
-        .filter(Boolean)
-        .map((m) => path.resolve(m)),
-    ),
+  MODEL_FOLDERS: commaList((m) => path.resolve(m)),
 });
 
 export type Env = z.infer<typeof EnvSchema> & {
