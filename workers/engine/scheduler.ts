@@ -19,7 +19,7 @@
 // first token takes 2.2-2.5× its idle time; full runs on a loaded 2-core machine: 66-92% and
 // 3.0-4.4× (before: 58% and 5.6×, 29% and 11×). See docs/api.md, Fair sharing.
 // ENGINE_TRACE=<file> traces each pass (./trace.ts).
-import type { GenerationStreamEvent } from "@/lib/contracts/generation";
+import type { GenerationStreamEvent, GenerationUsage } from "@/lib/contracts/generation";
 import { logger } from "@/lib/observe/log";
 import { BadWordsGuard } from "./bad-words";
 import { EngineError } from "./errors";
@@ -27,6 +27,7 @@ import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
 import { KV_SHRINK_AFTER_MS } from "./model/layouts/kv-rows";
 import type { DecodeBatch, PrefillState } from "./model/layouts/layout";
+import { stateBytesPerRow } from "./model/layouts/state-rows";
 import type { LoadedModel } from "./model/load-model";
 import { createPrng, randomSeed } from "./prng";
 import type { RequestPlan } from "./request-plan";
@@ -178,11 +179,7 @@ export class Scheduler {
     this.promptCacheIdleKv = (opts.promptCacheIdleKv ?? false) && Number.isFinite(this.kvBudgetBytes);
     const { kv } = model.info.graph;
     this.kvBytesPerToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
-    // Two copies of each row's states: the pass reads one and writes the other (layouts/state-rows.ts).
-    this.stateBytesPerRow = model.info.graph.states.reduce(
-      (a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4),
-      0,
-    );
+    this.stateBytesPerRow = stateBytesPerRow(model.info.graph.states);
   }
 
   /** The cache a batch of `rows` rows takes when its longest reaches `span` tokens. */
@@ -316,9 +313,7 @@ export class Scheduler {
     job.cancelled = true;
     // What it used: its prompt once it left the queue (its prefill began, or the prompt cache
     // answered it), and the tokens its sequences drew. The worker keeps it for the app to charge.
-    const started = !this.queues.get(job.tenant)?.includes(job);
-    const prompt = started ? job.plan.promptIds.length : 0;
-    const completion = job.sequences.reduce((a, s) => a + s.generated, 0);
+    const usage = usageOf(job, !this.queues.get(job.tenant)?.includes(job));
     this.dequeue(job);
     if (this.prefilling === job) {
       this.prefilling = null;
@@ -326,9 +321,7 @@ export class Scheduler {
     }
     for (const s of job.sequences) s.finish("cancelled", null);
     job.done = true;
-    job.channel.end(
-      abortError({ prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }),
-    );
+    job.channel.end(abortError(usage));
     // Its rows leave the batch (and free their KV) at the next step.
   }
 
@@ -826,12 +819,7 @@ export class Scheduler {
   private settle(job: GenerationJob) {
     if (job.done || !job.sequences.every((s) => s.finished)) return;
     job.done = true;
-    const prompt = job.plan.promptIds.length;
-    const completion = job.sequences.reduce((a, s) => a + s.generated, 0);
-    job.channel.push({
-      type: "done",
-      usage: { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion },
-    });
+    job.channel.push({ type: "done", usage: usageOf(job, true) });
     job.channel.end();
   }
 
@@ -877,4 +865,11 @@ const answerKey = (tenant: string, ids: readonly number[]) => `${tenant}\u0001${
 const NO_LOGITS = new Float32Array(0);
 
 /** The tokens a request's rows may come to hold: its prompt and max_tokens. */
+/** A job's usage: its prompt (when `started`) and the tokens its sequences drew. */
+function usageOf(job: GenerationJob, started: boolean): GenerationUsage {
+  const prompt = started ? job.plan.promptIds.length : 0;
+  const completion = job.sequences.reduce((a, s) => a + s.generated, 0);
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
 const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;

@@ -25,7 +25,7 @@ export class StateRows {
 
   /** What one row's states take, both copies. */
   get rowBytes() {
-    return this.entries.reduce((a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4), 0);
+    return stateBytesPerRow(this.entries);
   }
 
   /** Rows `keep` of the current ones (in that order), then one row per joiner. */
@@ -62,6 +62,10 @@ export class StateRows {
     [this.current, this.next] = [this.next, this.current];
   }
 }
+
+/** One row's recurrent states, both copies: the pass reads one and writes the other. */
+export const stateBytesPerRow = (entries: readonly StateEntry[]) =>
+  entries.reduce((a, s) => a + 2 * s.elems * (s.type === "float16" ? 2 : 4), 0);
 
 /** A prompt's first pass starts from zero states (as transformers.js' generate() does). */
 export const zeroStates = (entries: readonly StateEntry[]) => entries.map((s) => newKvArray(s.type, s.elems));
