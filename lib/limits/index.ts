@@ -107,27 +107,23 @@ export function startGeneration(keyId: string, limits: TeamLimits): (usedTokens:
  * same per-address attempts (per 15 minutes); 429 past them.
  */
 export function takeSignUp(address: string | undefined): void {
-  if (!address) return;
-  const { ok, state } = signIns.take(`address:${address}`, env().SIGNIN_ATTEMPTS_PER_ADDRESS);
-  if (!ok)
-    throw rateLimited(
-      `Too many sign-ups and sign-ins from this address; try again in ${Math.ceil(state.retryAfterSeconds / 60)} min.`,
-      rateLimitHeaders(state),
-    );
+  if (address)
+    takeAttempt(`address:${address}`, env().SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-ups and sign-ins from this address");
 }
 
 /** A sign-in attempt for `email` from `address`: 429 past either limit (per 15 minutes). */
 export function takeSignIn(email: string, address: string | undefined): void {
   const e = env();
-  const checks: [string, number][] = [[`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT]];
-  if (address) checks.push([`address:${address}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS]);
-  for (const [key, limit] of checks) {
-    const { ok, state } = signIns.take(key, limit);
-    if (!ok) {
-      throw rateLimited(
-        `Too many sign-in attempts; try again in ${Math.ceil(state.retryAfterSeconds / 60)} min.`,
-        rateLimitHeaders(state),
-      );
-    }
-  }
+  takeAttempt(`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT, "sign-in attempts");
+  if (address) takeAttempt(`address:${address}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-in attempts");
+}
+
+/** One attempt in the `key` bucket of sign-ins (per 15 minutes); 429 "Too many `what`" past `limit`. */
+function takeAttempt(key: string, limit: number, what: string): void {
+  const { ok, state } = signIns.take(key, limit);
+  if (!ok)
+    throw rateLimited(
+      `Too many ${what}; try again in ${Math.ceil(state.retryAfterSeconds / 60)} min.`,
+      rateLimitHeaders(state),
+    );
 }
