@@ -28,6 +28,9 @@ export const unprocessable = (message: string, param?: string) => new ApiError(4
 export const unauthorized = (message = "Missing or invalid API key.") => new ApiError(401, "unauthorized", message);
 export const forbidden = (message: string) => new ApiError(403, "forbidden", message);
 export const notFound = (message: string, param?: string) => new ApiError(404, "not_found", message, param);
+/** A method the path does not serve; `use`: what it does ("POST", "GET or PATCH"). Send `Allow` with it. */
+export const methodNotAllowed = (method: string | undefined, use: string) =>
+  new ApiError(405, "invalid_request", `Method ${method} is not allowed here; use ${use}.`);
 export const conflict = (message: string, param?: string) => new ApiError(409, "conflict", message, param);
 export const rateLimited = (message: string, headers: Record<string, string>) =>
   new ApiError(429, "rate_limited", message, undefined, headers);

@@ -2,7 +2,7 @@ import type { ServerResponse } from "node:http";
 import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
 import { env } from "../env";
-import { ApiError } from "../errors";
+import { methodNotAllowed } from "../errors";
 import { takeRequest, teamLimits } from "../limits";
 import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
 import { readNodeJsonBody } from "./body";
@@ -19,7 +19,7 @@ import {
   type PagesRequest,
 } from "./node-response";
 import { errorPayload, newRequestId } from "./respond";
-import { validated } from "./route-parts";
+import { storableParams, validated } from "./route-parts";
 
 const STREAM = Symbol("stream");
 
@@ -95,7 +95,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
-        throw new ApiError(405, "invalid_request", `Method ${req.method} is not allowed here; use ${options.method}.`);
+        throw methodNotAllowed(req.method, options.method);
       }
       const handle = getDb();
       const principal = await authenticateKey(handle.db, req.headers.authorization, "api");
@@ -106,7 +106,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
-      const params = pagesParams(req);
+      const params = storableParams(pagesParams(req));
       const run = () =>
         handler({ req, requestId, handle, params, body: body as never, principal, signal: controller.signal });
       const status = options.status ?? 200;

@@ -15,7 +15,7 @@ import type { z } from "zod";
 import { getDb, type DbHandle } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
 import { env } from "../env";
-import { ApiError } from "../errors";
+import { methodNotAllowed } from "../errors";
 import { logger } from "../observe/log";
 import { observeRequest } from "../observe/request";
 import type { CompletionMeter } from "../services/completion-events";
@@ -68,7 +68,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
   return async (req: PagesRequest, res: ServerResponse): Promise<void> => {
     const requestId = newRequestId();
     const startedAt = performance.now();
-    const params = pagesParams(req, ["team", "name"], false); // checked below, where errors are answered
+    const params = pagesParams(req, ["team", "name"]); // checked below, where errors are answered
     let teamId: string | undefined;
     let observed = false;
     // One log line and one metric sample when the answer starts (a stream may last minutes, or
@@ -93,7 +93,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
       const authorization =
         req.headers.authorization ?? (req.method === "GET" ? queryAuthorization(new URL(`http://x/?${query}`)) : null);
-      storableParams(Object.entries(params));
+      storableParams(params);
       const path = { teamSlug: params.team!, name: params.name! };
       const { deployment, team, meter, ...admitted } = await admitDeploymentCall(handle, authorization, path);
       teamId = team.id;
@@ -153,10 +153,7 @@ export function nodeDeploymentMethods(routes: Partial<Record<Method, ReturnType<
       return;
     }
     const requestId = newRequestId();
-    const { status, body } = errorPayload(
-      new ApiError(405, "invalid_request", `Method ${req.method} is not allowed here; use ${allow}.`),
-      requestId,
-    );
+    const { status, body } = errorPayload(methodNotAllowed(req.method, allow), requestId);
     setHeaders(res, { allow }, CORS_HEADERS);
     if (!req.complete) discardRest(req);
     await sendJson(req, res, status, JSON.stringify(body), requestId);

@@ -8,23 +8,18 @@ import { gzip } from "node:zlib";
 import Negotiator from "negotiator";
 import { logger } from "../observe/log";
 import { routePattern } from "../observe/request";
-import { storableParams } from "./route-parts";
+import { segmentStrings } from "./route-parts";
 import { SSE_HEADERS } from "./sse";
 
 /** The Pages Router's request: a Node request with the route's dynamic segments in `query`. */
 export type PagesRequest = IncomingMessage & { query: Partial<Record<string, string | string[]>> };
 
 /**
- * The route's dynamic segments as strings (a catch-all segment joined with "/"), from `query`;
- * one Postgres cannot look up is a 400 (storableParams), unless `checked` is false.
+ * The route's dynamic segments as strings (a catch-all segment joined with "/"), from `query`
+ * (the callers check them with storableParams where their errors are answered).
  */
-export function pagesParams(req: PagesRequest, names?: string[], checked = true): Record<string, string> {
-  const entries: [string, string | string[] | undefined][] = names
-    ? names.map((k) => [k, req.query[k]])
-    : Object.entries(req.query);
-  return checked
-    ? storableParams(entries)
-    : Object.fromEntries(entries.map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]));
+export function pagesParams(req: PagesRequest, names?: string[]): Record<string, string> {
+  return segmentStrings(names ? names.map((k) => [k, req.query[k]]) : Object.entries(req.query));
 }
 
 /**

@@ -2,7 +2,7 @@
 // body, no Allow, no request id); a route spreads these in instead, so that a wrong method gets
 // the API's error body like every other error:
 //   export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");
-import { ApiError } from "../errors";
+import { methodNotAllowed } from "../errors";
 import { errorResponse, newRequestId } from "./respond";
 
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
@@ -14,10 +14,7 @@ export function otherMethods<const A extends Method>(...allowed: A[]): Record<Ex
   // HEAD and OPTIONS: Next answers them for any route (HEAD as GET where there is one).
   const allow = [...allowed, ...(allowed.includes("GET" as A) ? ["HEAD"] : []), "OPTIONS"].join(", ");
   const refuse: Refusal = (req) => {
-    const res = errorResponse(
-      new ApiError(405, "invalid_request", `Method ${req.method} is not allowed here; use ${allowed.join(" or ")}.`),
-      newRequestId(),
-    );
+    const res = errorResponse(methodNotAllowed(req.method, allowed.join(" or ")), newRequestId());
     res.headers.set("allow", allow);
     return res;
   };

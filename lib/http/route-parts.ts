@@ -9,24 +9,26 @@ import { jsonResponse } from "./respond";
 
 export type RouteContext = { params: Promise<Record<string, string | string[] | undefined>> };
 
-/** The route's dynamic segments as strings (a catch-all segment joined with "/"). */
+/** The route's dynamic segments as strings (a catch-all segment joined with "/"), each storable. */
 export async function routeParams(context: RouteContext): Promise<Record<string, string>> {
-  return storableParams(Object.entries((await context.params) ?? {}));
+  return storableParams(segmentStrings(Object.entries((await context.params) ?? {})));
+}
+
+/** Segments as strings: a catch-all segment's parts joined with "/". */
+export function segmentStrings(entries: [string, string | string[] | undefined][]): Record<string, string> {
+  return Object.fromEntries(entries.map(([k, v]) => [k, Array.isArray(v) ? v.join("/") : (v ?? "")]));
 }
 
 /**
- * Segments as strings, each one Postgres can look up: a segment holding U+0000 or an unpaired
- * surrogate (`/v1/pipelines/%00`) is a 400 naming it, as in a body, not a failed query (500).
+ * `params`, each one Postgres can look up: a segment holding U+0000 or an unpaired surrogate
+ * (`/v1/pipelines/%00`) is a 400 naming it, as in a body, not a failed query (500).
  */
-export function storableParams(entries: [string, string | string[] | undefined][]): Record<string, string> {
-  return Object.fromEntries(
-    entries.map(([k, v]) => {
-      const value = Array.isArray(v) ? v.join("/") : (v ?? "");
-      const why = unstorable(value);
-      if (why) throw invalidRequest(`${k} ${why}.`, k);
-      return [k, value];
-    }),
-  );
+export function storableParams(params: Record<string, string>): Record<string, string> {
+  for (const [k, value] of Object.entries(params)) {
+    const why = unstorable(value);
+    if (why) throw invalidRequest(`${k} ${why}.`, k);
+  }
+  return params;
 }
 
 /** The JSON body (size limit applied) validated by `schema`; undefined when there is no schema. */

@@ -5,15 +5,14 @@
 // address, which App Router handlers cannot see. /api/health/live stays an App Router route.
 import type { NextApiRequest, NextApiResponse } from "next";
 import { getDb } from "@/lib/db/client";
+import { methodNotAllowed } from "@/lib/errors";
 import { metricsAccess } from "@/lib/observe/scrape";
 import { serviceHealth } from "@/lib/services/health";
 
 export default async function health(req: NextApiRequest, res: NextApiResponse): Promise<void> {
   if (req.method !== "GET" && req.method !== "HEAD") {
     res.setHeader("allow", "GET, HEAD");
-    res
-      .status(405)
-      .json({ error: { type: "invalid_request", message: `Method ${req.method} is not allowed here; use GET.` } });
+    res.status(405).json(methodNotAllowed(req.method, "GET").toBody());
     return;
   }
   const operator = metricsAccess(req.headers.authorization, req.socket.remoteAddress) === 200;
