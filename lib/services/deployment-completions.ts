@@ -103,12 +103,8 @@ export async function generateOnDeployment(
       });
     return result;
   } catch (err) {
-    const outcome: CompletionOutcome = {
-      status: call.signal?.aborted ? "cancelled" : "error",
-      promptTokens: 0,
-      completionTokens: 0,
-    };
-    endLeft(outcome, worker, call.requestId, end);
+    const status = call.signal?.aborted ? "cancelled" : "error";
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, worker, call.requestId, end);
     throw err;
   }
 }
