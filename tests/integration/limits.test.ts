@@ -4,10 +4,10 @@ import { createDataset } from "@/lib/services/datasets";
 import { createApiKey } from "@/lib/services/api-keys";
 import { setTeamLimits } from "@/lib/services/teams";
 import { createUser } from "@/lib/services/users";
-import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { client, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment } from "../helpers/deployments";
 import { ownWorld } from "../helpers/own-world";
-import { cookiesOf, email, PASSWORD } from "../helpers/session";
+import { email, PASSWORD, signInAttempt } from "../helpers/session";
 
 const limit = (teamId: string, limits: Parameters<typeof setTeamLimits>[1]["limits"]) =>
   setTeamLimits(db().db, { teamId, limits });
@@ -92,22 +92,9 @@ describe("rate limits and quotas", () => {
     const team = await makeTeam();
     const address = email();
     await createUser(db().db, { email: address, password: PASSWORD, teamId: team.id });
-    const attempt = async (password: string) => {
-      const csrf = await fetch(`${baseUrl}/api/auth/csrf`);
-      const { csrfToken } = (await csrf.json()) as { csrfToken: string };
-      const res = await fetch(`${baseUrl}/api/auth/callback/credentials`, {
-        method: "POST",
-        redirect: "manual",
-        headers: { "content-type": "application/x-www-form-urlencoded", cookie: cookiesOf(csrf).join("; ") },
-        body: new URLSearchParams({ csrfToken, email: address, password, json: "true" }),
-      });
-      const session = cookiesOf(res).some((c) => c.startsWith("next-auth.session-token="));
-      const location = res.headers.get("location") ?? ((await res.json().catch(() => ({}))) as { url?: string }).url;
-      return { session, error: location ? new URL(location, baseUrl).searchParams.get("error") : null };
-    };
-    for (let i = 0; i < 10; i++) expect((await attempt("wrong password")).session).toBe(false);
-    const refused = await attempt(PASSWORD);
-    expect(refused.session).toBe(false);
+    for (let i = 0; i < 10; i++) expect((await signInAttempt(address, "wrong password")).session).toBeUndefined();
+    const refused = await signInAttempt(address, PASSWORD);
+    expect(refused.session).toBeUndefined();
     expect(refused.error).toMatch(/Too many sign-in attempts/);
   });
 });
@@ -138,22 +125,8 @@ describe("the per-address limit of sign-ins and sign-ups", () => {
         /^Too many sign-ups and sign-ins from this address/,
       );
       // Sign-ins from there are refused too (the same attempts); another address is not.
-      const signIn = async (proxied: string) => {
-        const csrf = await fetch(`${url}/api/auth/csrf`);
-        const { csrfToken } = (await csrf.json()) as { csrfToken: string };
-        const res = await fetch(`${url}/api/auth/callback/credentials`, {
-          method: "POST",
-          redirect: "manual",
-          headers: {
-            "content-type": "application/x-www-form-urlencoded",
-            cookie: cookiesOf(csrf).join("; "),
-            ...from(proxied, 9),
-          },
-          body: new URLSearchParams({ csrfToken, email: "nobody@example.com", password: "x", json: "true" }),
-        });
-        const location = res.headers.get("location") ?? ((await res.json()) as { url?: string }).url ?? "";
-        return new URL(location, url).searchParams.get("error");
-      };
+      const signIn = async (proxied: string) =>
+        (await signInAttempt("nobody@example.com", "x", { url, headers: from(proxied, 9) })).error;
       expect(await signIn("203.0.113.7")).toMatch(/Too many sign-in attempts/);
       expect(await signIn("203.0.113.8")).toBe("CredentialsSignin");
       expect((await signUp(4, "203.0.113.8")).status).toBe(201);
