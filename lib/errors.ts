@@ -31,6 +31,12 @@ export const notFound = (message: string, param?: string) => new ApiError(404, "
 /** A method the path does not serve; `use`: what it does ("POST", "GET or PATCH"). Send `Allow` with it. */
 export const methodNotAllowed = (method: string | undefined, use: string) =>
   new ApiError(405, "invalid_request", `Method ${method} is not allowed here; use ${use}.`);
+/**
+ * The error of a request whose signal aborted: its reason when that is an ApiError (the key was
+ * revoked meanwhile), else "the client closed the request" (499: nobody reads it).
+ */
+export const abortedError = (signal: AbortSignal | undefined) =>
+  signal?.reason instanceof ApiError ? signal.reason : new ApiError(499, "internal", "The client closed the request.");
 export const conflict = (message: string, param?: string) => new ApiError(409, "conflict", message, param);
 export const rateLimited = (message: string, headers: Record<string, string>) =>
   new ApiError(429, "rate_limited", message, undefined, headers);

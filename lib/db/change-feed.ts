@@ -58,6 +58,7 @@ export class ChangeCache<K, V> {
 export class ChangeFeed {
   listening = false;
   private caches = new Map<string, ChangeCache<unknown, unknown>>();
+  private listeners = new Set<{ tables: string[]; onChange: () => void }>();
   private client: postgres.Sql | undefined;
   private closed = false;
   private retryMs = 100;
@@ -73,11 +74,22 @@ export class ChangeFeed {
     return cache as ChangeCache<K, V>;
   }
 
-  /** Drops the caches that read `table` (all of them without one). */
+  /**
+   * Calls `onChange` whenever rows of one of `tables` may have changed: a notification, or the
+   * feed (re)connecting, which may have missed some. Returns the unsubscribe.
+   */
+  onChange(tables: string[], onChange: () => void): () => void {
+    const listener = { tables, onChange };
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Drops the caches that read `table` (all of them without one), and tells the listeners. */
   invalidate(table?: string): void {
     for (const cache of this.caches.values()) {
       if (table === undefined || cache.options.tables.includes(table)) cache.clear();
     }
+    for (const l of this.listeners) if (table === undefined || l.tables.includes(table)) l.onChange();
   }
 
   private async connect(): Promise<void> {

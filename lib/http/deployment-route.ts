@@ -4,7 +4,7 @@
 import type { DbHandle } from "../db/client";
 import type { Deployment, Team } from "../db/schema";
 import { takeRequest } from "../limits";
-import { authenticateKey } from "../services/api-keys";
+import { authenticateKey, type KeyPrincipal } from "../services/api-keys";
 import { keyMeter, type CompletionMeter } from "../services/completion-events";
 import { authorizeDeployment, findDeploymentByPath } from "../services/deployments";
 
@@ -18,7 +18,13 @@ export async function admitDeploymentCall(
   handle: DbHandle,
   authorization: string | null | undefined,
   path: { teamSlug: string; name: string },
-): Promise<{ deployment: Deployment; team: Team; meter: CompletionMeter; limitHeaders: Record<string, string> }> {
+): Promise<{
+  deployment: Deployment;
+  team: Team;
+  key: KeyPrincipal["key"];
+  meter: CompletionMeter;
+  limitHeaders: Record<string, string>;
+}> {
   const [principal, found] = await Promise.all([
     authenticateKey(handle.db, authorization ?? null, "model"),
     findDeploymentByPath(handle.db, path),
@@ -29,6 +35,7 @@ export async function admitDeploymentCall(
     limitHeaders: takeRequest(principal.key.id, meter.quota.limits),
     deployment,
     team: principal.team,
+    key: principal.key,
     meter,
   };
 }

@@ -18,6 +18,7 @@ import {
   setHeaders,
   type PagesRequest,
 } from "./node-response";
+import { abortOnRevoke } from "../services/key-watch";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -66,7 +67,10 @@ type Handler<B extends z.ZodType | undefined> = (ctx: {
   params: Record<string, string>;
   body: B extends z.ZodType ? z.infer<B> : undefined;
   principal: KeyPrincipal;
-  /** Aborted when the client goes away before the answer is complete. */
+  /**
+   * Aborted when the client goes away before the answer is complete (an AbortError), or when
+   * the key is revoked meanwhile (its reason then the 401 to report).
+   */
   signal: AbortSignal;
 }) => Promise<unknown>;
 
@@ -100,6 +104,9 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       const handle = getDb();
       const principal = await authenticateKey(handle.db, req.headers.authorization, "api");
       teamId = principal.team.id;
+      // A stream (or a long generation) ends when its key is revoked, not only new requests.
+      const { signal, unwatch } = abortOnRevoke(handle.sql, principal.key, startedAt, controller.signal);
+      res.once("close", unwatch);
       setHeaders(res, takeRequest(principal.key.id, teamLimits(principal.team)));
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
       const raw = options.body
@@ -107,8 +114,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
       const params = storableParams(pagesParams(req));
-      const run = () =>
-        handler({ req, requestId, handle, params, body: body as never, principal, signal: controller.signal });
+      const run = () => handler({ req, requestId, handle, params, body: body as never, principal, signal });
       const status = options.status ?? 200;
       if (!options.idempotent) {
         const answer = await run();

@@ -33,6 +33,7 @@ import {
   setHeaders,
   type PagesRequest,
 } from "./node-response";
+import { abortOnRevoke } from "../services/key-watch";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -44,7 +45,10 @@ export type NodeDeploymentContext = {
   handle: DbHandle;
   deployment: Deployment;
   team: Team;
-  /** Aborted when the client disconnects before the answer is complete (or via `abort`). */
+  /**
+   * Aborted when the client disconnects before the answer is complete (or via `abort`), or when
+   * the model key is revoked meanwhile (its reason then the 401 to report).
+   */
   signal: AbortSignal;
   /** What the generation counts against: the model key's quota, the metrics, usage. */
   meter: CompletionMeter;
@@ -95,8 +99,11 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
         req.headers.authorization ?? (req.method === "GET" ? queryAuthorization(new URL(`http://x/?${query}`)) : null);
       storableParams(params);
       const path = { teamSlug: params.team!, name: params.name! };
-      const { deployment, team, meter, ...admitted } = await admitDeploymentCall(handle, authorization, path);
+      const { deployment, team, key, meter, ...admitted } = await admitDeploymentCall(handle, authorization, path);
       teamId = team.id;
+      // A stream (or a long generation) ends when its key is revoked, not only new requests.
+      const { signal, unwatch } = abortOnRevoke(handle.sql, key, startedAt, controller.signal);
+      res.once("close", unwatch);
       limitHeaders = admitted.limitHeaders;
       const body = options.body
         ? validated(options.body, await readNodeJsonBody(req, env().MAX_BODY_BYTES))
@@ -109,7 +116,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
         handle,
         deployment,
         team,
-        signal: controller.signal,
+        signal,
         abort,
         meter,
       });

@@ -155,7 +155,7 @@ export async function openStreamOnDeployment(
     throw err;
   }
   const capture = call.capture;
-  return metered(events, startedAt, !call.collected, (outcome, choices) => {
+  return metered(events, startedAt, !call.collected, call.signal, (outcome, choices) => {
     endLeft(outcome, worker, call.requestId, end);
     // Only a stream that finished is captured: an abandoned or failed one stores nothing.
     if (capture && outcome.status === "ok")
@@ -181,15 +181,17 @@ function metered(
   events: AsyncIterable<GenerationStreamEvent>,
   startedAt: number,
   timeFirstToken: boolean,
+  signal: AbortSignal | undefined,
   end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): GenerationEvents {
-  return batchedEvents(meteredGroups(events, startedAt, timeFirstToken, end));
+  return batchedEvents(meteredGroups(events, startedAt, timeFirstToken, signal, end));
 }
 
 async function* meteredGroups(
   events: AsyncIterable<GenerationStreamEvent>,
   startedAt: number,
   timeFirstToken: boolean,
+  signal: AbortSignal | undefined,
   end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): AsyncIterable<GenerationStreamEvent[]> {
   const outcome: CompletionOutcome = { status: "cancelled", promptTokens: 0, completionTokens: 0 };
@@ -218,9 +220,9 @@ async function* meteredGroups(
       yield group;
     }
   } catch (err) {
-    // The client left (the read saw the abort before the consumer stopped): cancelled, as when
-    // the consumer stops first, so that what it used is charged either way.
-    outcome.status = (err as Error)?.name === "AbortError" ? "cancelled" : "error";
+    // The client left (the read saw the abort before the consumer stopped), or the key was
+    // revoked: cancelled, as when the consumer stops first, so that what it used is charged.
+    outcome.status = (err as Error)?.name === "AbortError" || signal?.aborted ? "cancelled" : "error";
     throw err;
   } finally {
     end(

@@ -8,7 +8,7 @@ import type { DbOrTx } from "../db/client";
 import { servedModelKey, teamModelKey, type ModelState } from "../contracts/models";
 import { workers } from "../db/schema";
 import { env } from "../env";
-import { ApiError } from "../errors";
+import { abortedError, ApiError } from "../errors";
 import { InferenceClient, InferenceError } from "../inference/client";
 import { workerSecret } from "../internal-secret";
 import { logger } from "../observe/log";
@@ -125,6 +125,7 @@ export async function workersFor(
     const waited = Date.now() - started;
     const limit = state ? LOADING_WAIT_MS : unknownWaitMs;
     if (live.length === 0 || waited >= limit || signal?.aborted) {
+      if (signal?.reason instanceof ApiError) throw signal.reason; // the key was revoked meanwhile
       if (state) throw modelNotReady(state);
       return [];
     }
@@ -200,7 +201,7 @@ export async function withWorker<T>(
       return await call(client);
     } catch (e) {
       // The client went away (nobody reads the answer): not an error worth a log line.
-      if (signal?.aborted) throw new ApiError(499, "internal", "The client closed the request.");
+      if (signal?.aborted) throw abortedError(signal);
       if (e instanceof InferenceError) {
         if (e.status === 429 || modelNotServed(e)) {
           last = e;

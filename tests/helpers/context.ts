@@ -17,14 +17,29 @@ export function db(): DbHandle {
   return handle;
 }
 
-export type TestTeam = { id: string; slug: string; apiKey: string; modelKey: string; keyId: string };
+export type TestTeam = {
+  id: string;
+  slug: string;
+  apiKey: string;
+  modelKey: string;
+  /** The API key's id. */
+  keyId: string;
+  modelKeyId: string;
+};
 
 /** A fresh team with an API key and a model key: every test gets its own world. */
 export async function makeTeam(): Promise<TestTeam> {
   const team = await createTeam(db().db, { slug: `t-${randomToken(10)}` });
   const api = await createApiKey(db().db, { teamId: team.id, kind: "api", name: "test" });
   const model = await createApiKey(db().db, { teamId: team.id, kind: "model", name: "test" });
-  return { id: team.id, slug: team.slug, apiKey: api.secret, modelKey: model.secret, keyId: api.key.id };
+  return {
+    id: team.id,
+    slug: team.slug,
+    apiKey: api.secret,
+    modelKey: model.secret,
+    keyId: api.key.id,
+    modelKeyId: model.key.id,
+  };
 }
 
 /** A small HTTP client for the hosted API. */

@@ -9,7 +9,9 @@ import {
   StreamEndEvent,
   StreamUpdateEvent,
 } from "@/lib/contracts/deployments";
-import { client } from "../helpers/context";
+import { ChatCompletionChunk } from "@/lib/contracts/chat-completions";
+import { createApiKey, revokeApiKey } from "@/lib/services/api-keys";
+import { baseUrl, client, db } from "../helpers/context";
 import { busySequences, complete, makeTeamWithDeployment, noEosBias, parseSse } from "../helpers/deployments";
 
 async function postStream(url: string, key: string, body: Record<string, unknown>) {
@@ -257,5 +259,104 @@ describe("a client that disconnects", () => {
     expect(await pending).toMatchObject({ name: "AbortError" });
     await expectIdleSoon();
     await expectCharged(team.apiKey, 0);
+  });
+});
+
+describe("a key revoked while its generation runs", () => {
+  // As above: 1,000 tokens without EOS take seconds, so the revoke comes mid-generation.
+  const long = { prompt: "The city was quiet", max_tokens: 1000, temperature: 0 };
+  const revoke = (team: { id: string }, id: string) => revokeApiKey(db().db, { id, teamId: team.id }); // another process
+
+  /** A streamed answer: its first `n` reads, then (after `between`) the rest, as SSE events. */
+  async function readAround(res: Response, n: number, between: () => Promise<unknown>) {
+    if (res.status !== 200) throw new Error(`${res.status}: ${await res.text()}`);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    for (let i = 0; i < n; i++) text += decoder.decode((await reader.read()).value, { stream: true });
+    await between();
+    const t = performance.now();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    return { events: parseSse(text), endedMs: performance.now() - t };
+  }
+
+  it("ends a POST stream with the 401 as an error event, stops the generation and charges what it used", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    await expect.poll(busySequences, { timeout: 10_000 }).toBe(0);
+    const res = await fetch(dep.url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ ...long, logit_bias: await noEosBias(), stream: true }),
+    });
+    const { events, endedMs } = await readAround(res, 3, () => revoke(team, team.modelKeyId));
+    expect(endedMs).toBeLessThan(2_000); // the whole generation takes longer
+    expect(JSON.parse(events.at(-1)!.data)).toEqual({
+      error: { type: "unauthorized", message: "This model key has been revoked." },
+    });
+    const deltas = events.slice(0, -1).map((e) => DeploymentStreamChunk.parse(JSON.parse(e.data)));
+    expect(deltas.length).toBeGreaterThan(2);
+    expect(deltas.every((c) => "completion" in c && !("finish_reason" in c))).toBe(true); // it did not finish
+    await expect.poll(busySequences, { timeout: 1_500, interval: 50 }).toBe(0);
+    // Charged what it used, as a client that leaves is.
+    const usage = async () =>
+      UsageResponse.parse((await client(team.apiKey).get("/v1/usage?groupBy=deployment")).json).data;
+    await expect.poll(async () => (await usage()).length, { timeout: 10_000 }).toBe(1);
+    expect((await usage())[0]!.completion_tokens).toBeGreaterThanOrEqual(deltas.length);
+  });
+
+  it("ends a GET stream with an error event, then the end", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const res = await fetch(`${dep.url}?${qs({ ...long, authorization: team.modelKey })}`);
+    const { events } = await readAround(res, 1, () => revoke(team, team.modelKeyId));
+    expect(events.slice(-2).map((e) => e.event)).toEqual(["error", "end"]);
+    expect(JSON.parse(events.at(-2)!.data).error).toEqual({
+      type: "unauthorized",
+      message: "This model key has been revoked.",
+    });
+    expect(JSON.parse(events.at(-1)!.data)).toMatchObject({ finish_reason: "error" });
+  });
+
+  it("answers a non-streamed generation with the 401", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    await expect.poll(busySequences, { timeout: 10_000 }).toBe(0);
+    const pending = complete(dep, team.modelKey, { ...long, logit_bias: await noEosBias() });
+    await expect.poll(busySequences, { timeout: 5_000, interval: 20 }).toBe(1);
+    await revoke(team, team.modelKeyId);
+    const res = await pending;
+    expect(res.status).toBe(401);
+    expect(res.json.error).toEqual({ type: "unauthorized", message: "This model key has been revoked." });
+    await expect.poll(busySequences, { timeout: 1_500, interval: 50 }).toBe(0);
+  });
+
+  it("ends a hosted chat stream when its API key is revoked; the team's other key streams on", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const open = (key: string, maxTokens: number) =>
+      fetch(`${baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          model: dep.name,
+          messages: [{ role: "user", content: "Tell me a story" }],
+          max_tokens: maxTokens,
+          temperature: 0,
+          stream: true,
+        }),
+      });
+    const other = await createApiKey(db().db, { teamId: team.id, kind: "api", name: "other" });
+    const [revoked, kept] = await Promise.all([open(team.apiKey, 900), open(other.secret, 300)]);
+    const { events } = await readAround(revoked, 1, () => revoke(team, team.keyId));
+    expect(events.at(-1)!.event).toBe("error");
+    expect(JSON.parse(events.at(-1)!.data).error).toEqual({
+      type: "unauthorized",
+      message: "This API key has been revoked.",
+    });
+    const keptEvents = parseSse(await kept.text());
+    expect(keptEvents.at(-1)!.data).toBe("[DONE]");
+    const last = ChatCompletionChunk.parse(JSON.parse(keptEvents.at(-2)!.data));
+    expect(last.usage?.completion_tokens).toBe(300);
   });
 });
