@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { isLocalAddress, refusedUpstream } from "./upstream-hosts";
+import type { LookupAddress } from "node:dns";
+import { allowedUpstream, checkedLookup, isLocalAddress, localLiteral, refusedUpstream } from "./upstream-hosts";
+
+/** checkedLookup's answer for `host` (net.connect asks with `all: true`, or for one address). */
+const looked = (host: string, all: boolean) =>
+  new Promise<{ err: Error | null; address: string | LookupAddress[] }>((resolve) =>
+    checkedLookup(host, { all }, (err, address) => resolve({ err, address })),
+  );
 
 describe("upstream hosts a team may use", () => {
   it("knows this machine and link-local addresses", () => {
@@ -22,5 +29,21 @@ describe("upstream hosts a team may use", () => {
     expect(await refusedUpstream("http://localhost:8000", ["localhost:8000"])).toBeNull();
     expect(await refusedUpstream("http://localhost:8001", ["localhost:8000"])).not.toBeNull();
     expect(await refusedUpstream("http://no-such-host.invalid", [])).toMatch(/cannot be resolved/);
+  });
+
+  it("at connection time: refuses a name that resolves to this machine, and local literals", async () => {
+    for (const all of [true, false]) {
+      const { err } = await looked("localhost", all);
+      expect(err).toMatchObject({ name: "LocalUpstreamError", code: "ELOCALUPSTREAM", host: "localhost" });
+      expect(err!.message).toMatch(/^localhost resolves to (127\.0\.0\.1|::1), this machine or a link-local address$/);
+    }
+    expect((await looked("no-such-host.invalid", true)).err).toMatchObject({ code: "ENOTFOUND" });
+    expect(localLiteral("http://127.0.0.1:80")).toBe("127.0.0.1");
+    expect(localLiteral("http://[::1]:80")).toBe("::1");
+    expect(localLiteral("http://10.0.0.1:80")).toBeNull();
+    expect(localLiteral("http://localhost:80")).toBeNull(); // a name: the lookup checks it
+    expect(allowedUpstream("http://LocalHost:8000/v1", ["localhost"])).toBe(true);
+    expect(allowedUpstream("https://gpu:8443", ["gpu:8443"])).toBe(true);
+    expect(allowedUpstream("https://gpu", ["gpu:8443"])).toBe(false);
   });
 });

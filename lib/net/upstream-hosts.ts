@@ -3,9 +3,12 @@
 // address (169.254.169.254 is the clouds' metadata service) would let whoever signs up probe what
 // only the app can reach. Those need the operator: listed in UPSTREAM_ALLOWED_HOSTS (`host` or
 // `host:port`), or the deployment created with the CLI. Private networks (10/8, 192.168/16…),
-// where GPU fleets live, are allowed. A name is resolved once, here, when the deployment is made.
+// where GPU fleets live, are allowed. A name is checked when the deployment is made (a clear
+// error at once) and again at every connection the app opens to it (checkedLookup): a name that
+// resolved elsewhere at creation may be pointed at 127.0.0.1 afterwards (DNS rebinding).
+import dns from "node:dns";
 import { lookup } from "node:dns/promises";
-import { isIP } from "node:net";
+import { isIP, type LookupFunction } from "node:net";
 
 /** Loopback, unspecified or link-local: this machine, or what only it can reach. */
 export function isLocalAddress(address: string): boolean {
@@ -19,10 +22,8 @@ export function isLocalAddress(address: string): boolean {
  * UPSTREAM_ALLOWED_HOSTS entries (lower-case `host` or `host:port`).
  */
 export async function refusedUpstream(url: string, allowed: readonly string[]): Promise<string | null> {
-  const u = new URL(url);
-  const host = u.hostname.replace(/^\[|\]$/g, "").toLowerCase();
-  const port = u.port || (u.protocol === "https:" ? "443" : "80");
-  if (allowed.includes(host) || allowed.includes(`${host}:${port}`)) return null;
+  if (allowedUpstream(url, allowed)) return null;
+  const host = hostOf(url);
   let addresses: string[];
   try {
     addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((r) => r.address);
@@ -35,3 +36,49 @@ export async function refusedUpstream(url: string, allowed: readonly string[]): 
         "(UPSTREAM_ALLOWED_HOSTS) or create the deployment with the CLI"
     : null;
 }
+
+const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
+
+/** Whether the operator's UPSTREAM_ALLOWED_HOSTS lists `url`'s host (or host:port). */
+export function allowedUpstream(url: string, allowed: readonly string[]): boolean {
+  if (allowed.length === 0) return false;
+  const u = new URL(url);
+  const host = hostOf(url);
+  const port = u.port || (u.protocol === "https:" ? "443" : "80");
+  return allowed.includes(host) || allowed.includes(`${host}:${port}`);
+}
+
+/** `url`'s host when it is a local IP address (which no lookup sees). */
+export function localLiteral(url: string): string | null {
+  const host = hostOf(url);
+  return isIP(host) && isLocalAddress(host) ? host : null;
+}
+
+/** A connection refused because its host resolved to a local address (see checkedLookup). */
+export class LocalUpstreamError extends Error {
+  readonly code = "ELOCALUPSTREAM";
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
+    super(`${host} resolves to ${address}, this machine or a link-local address`);
+    this.name = "LocalUpstreamError";
+  }
+}
+
+/**
+ * net.connect's `lookup` for the upstreams a team's owner chose: resolves as usual, and fails
+ * the connection with a LocalUpstreamError when any address is local. An IP literal is never
+ * looked up, and was checked when the deployment was made.
+ */
+export const checkedLookup: LookupFunction = (hostname, options, callback) => {
+  dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, "", 0);
+    const local = addresses.find((a) => isLocalAddress(a.address));
+    if (local) return callback(new LocalUpstreamError(hostname, local.address), "", 0);
+    if (options.all) return callback(null, addresses);
+    if (addresses.length === 0)
+      return callback(Object.assign(new Error(`${hostname}: no address`), { code: "ENOTFOUND" }), "", 0);
+    callback(null, addresses[0]!.address, addresses[0]!.family);
+  });
+};

@@ -67,7 +67,7 @@ export type CompletionCall = CallOptions & {
 };
 
 type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId"> &
-  Partial<Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey">>;
+  Partial<Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey" | "upstreamHostsChecked">>;
 
 /** The upstream servers of an upstream deployment (its key unsealed), or null for a local one. */
 function upstreamOf(d: Target): UpstreamTarget | null {
@@ -77,6 +77,7 @@ function upstreamOf(d: Target): UpstreamTarget | null {
     urls: d.upstreamUrls,
     model: d.upstreamModel ?? d.model,
     key: d.upstreamKey ? openSealed(d.upstreamKey, d.id) : undefined,
+    checkHosts: d.upstreamHostsChecked ?? false,
   };
 }
 

@@ -73,7 +73,15 @@ export async function listDeploymentDtos(db: DbOrTx, team: { id: string; slug: s
  */
 export async function createDeployment(
   db: DbOrTx,
-  input: { teamId: string; name: string; model?: string; dtype?: string; upstream?: UpstreamInput },
+  input: {
+    teamId: string;
+    name: string;
+    model?: string;
+    dtype?: string;
+    upstream?: UpstreamInput;
+    /** Check the upstream hosts at every connection: a team's owner chose them, not the operator. */
+    checkUpstreamHosts?: boolean;
+  },
 ): Promise<Deployment> {
   const dtype = DtypeChoiceSchema.safeParse(input.dtype ?? "auto");
   if (!dtype.success) throw fromZodError(dtype.error, "dtype");
@@ -99,6 +107,7 @@ export async function createDeployment(
             upstreamUrls: up.urls,
             upstreamModel: up.model,
             upstreamKey: up.key ? seal(up.key, id) : null,
+            upstreamHostsChecked: input.checkUpstreamHosts ?? false,
           }
         : {}),
     })
@@ -171,10 +180,11 @@ async function loadDeploymentByPath(
       upstream_urls: string[] | null;
       upstream_model: string | null;
       upstream_key: string | null;
+      upstream_hosts_checked: boolean;
     }[]
   >`
     select d.id, d.team_id, d.name, d.model, d.dtype, d.created_at,
-      d.upstream_kind, d.upstream_urls, d.upstream_model, d.upstream_key
+      d.upstream_kind, d.upstream_urls, d.upstream_model, d.upstream_key, d.upstream_hosts_checked
     from deployments d join teams t on t.id = d.team_id
     where t.slug = ${input.teamSlug} and d.name = ${input.name}`;
   if (!row) return null;
@@ -190,6 +200,7 @@ async function loadDeploymentByPath(
     upstreamUrls: row.upstream_urls,
     upstreamModel: row.upstream_model,
     upstreamKey: row.upstream_key,
+    upstreamHostsChecked: row.upstream_hosts_checked,
   };
 }
 

@@ -48,8 +48,14 @@ async function fake(kind: UpstreamKind, mode?: FakeUpstream["mode"]) {
 async function upstreamDeployment(
   team: Pick<TestTeam, "id" | "slug">,
   upstream: { kind: UpstreamKind; urls: string[]; model: string; key?: string },
+  checkUpstreamHosts = false,
 ): Promise<TestDeployment> {
-  const dep = await createDeployment(db().db, { teamId: team.id, name: `up-${randomToken(8)}`, upstream });
+  const dep = await createDeployment(db().db, {
+    teamId: team.id,
+    name: `up-${randomToken(8)}`,
+    upstream,
+    checkUpstreamHosts,
+  });
   const p = `/deployments/${team.slug}/${dep.name}`;
   return { id: dep.id, name: dep.name, path: p, url: baseUrl + p };
 }
@@ -841,5 +847,28 @@ describe("the upstream key", () => {
     });
     expect(res.status).toBe(200);
     expect(up.received[0]!.headers.authorization).toBe(`Bearer ${secret}`);
+  });
+
+  it("checks a dashboard deployment's hosts at every connection, not only when it is made", async () => {
+    // A name that resolved elsewhere when the owner made the deployment may later resolve to this
+    // machine (DNS rebinding). `localhost` stands for it: this world lists only 127.0.0.1.
+    const team = await makeTeam();
+    const up = await fake("vllm");
+    const url = up.url.replace("127.0.0.1", "localhost");
+    const upstream = { kind: "vllm" as const, urls: [url], model: "qwen" };
+    const body = { prompt: "Hi", max_tokens: 2 };
+    const checked = await upstreamDeployment(team, upstream, true);
+    const refused = await complete(checked, team.modelKey, body);
+    expect(refused.status).toBe(502);
+    expect(refused.json.error.message).toMatch(
+      /^The vLLM upstream localhost resolves to (127\.0\.0\.1|::1), this machine or a link-local address, which a deployment made from the dashboard may not reach/,
+    );
+    expect(up.received).toHaveLength(0);
+    // The operator's (the CLI's) deployment of the same URL is not checked; nor a listed host.
+    const operators = await upstreamDeployment(team, upstream);
+    expect((await complete(operators, team.modelKey, body)).status).toBe(200);
+    const listed = await upstreamDeployment(team, { ...upstream, urls: [up.url] }, true);
+    expect((await complete(listed, team.modelKey, body)).status).toBe(200);
+    expect(up.received).toHaveLength(2);
   });
 });

@@ -1,4 +1,4 @@
-import { pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { boolean, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { DTYPE_CHOICES } from "../../contracts/models";
 import { UPSTREAM_KINDS } from "../../contracts/upstream";
 import { teams } from "./teams";
@@ -25,6 +25,11 @@ export const deployments = pgTable(
     upstreamUrls: text("upstream_urls").array(),
     upstreamModel: text("upstream_model"),
     upstreamKey: text("upstream_key"),
+    /**
+     * The upstream hosts are checked at every connection (lib/net/upstream-hosts.ts): the
+     * deployment was made by a team's owner (the dashboard), not by the operator (the CLI).
+     */
+    upstreamHostsChecked: boolean("upstream_hosts_checked").notNull().default(false),
   },
   // Deployment URLs are /deployments/{team-slug}/{name}: the name is unique in its team.
   (t) => [uniqueIndex("deployments_team_name_idx").on(t.teamId, t.name)],

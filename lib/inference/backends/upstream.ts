@@ -18,19 +18,46 @@ import type {
 } from "../../contracts/generation";
 import { env } from "../../env";
 import { boundedRequest } from "../../net/bounded-request";
-import { ApiError, type ErrorType } from "../../errors";
+import { allowedUpstream, checkedLookup, localLiteral, LocalUpstreamError } from "../../net/upstream-hosts";
+import { abortedError, ApiError, type ErrorType } from "../../errors";
 import { logger } from "../../observe/log";
 import { appMetrics, metricsEnabled } from "../../observe/metrics";
 import { InferenceError, type CallOptions } from "../client";
 import { batchedEvents, type GenerationEvents } from "../batches";
 import { BACKEND_LABEL, upstreamBody } from "./capabilities";
 
-export type UpstreamTarget = { kind: UpstreamKind; urls: string[]; model: string; key?: string };
+export type UpstreamTarget = {
+  kind: UpstreamKind;
+  urls: string[];
+  model: string;
+  key?: string;
+  /**
+   * Refuse a connection whose host resolves to this machine or a link-local address, unless
+   * UPSTREAM_ALLOWED_HOSTS lists it (deployments made by a team's owner: lib/net/upstream-hosts.ts).
+   */
+  checkHosts?: boolean;
+};
 
 export type UpstreamTimeouts = { connectMs: number; firstByteMs: number; idleMs: number };
 
 const httpAgent = new http.Agent({ keepAlive: true, scheduling: "lifo" });
 const httpsAgent = new https.Agent({ keepAlive: true, scheduling: "lifo" });
+// Their own agents, so that a connection checked once is never reused unchecked, nor the reverse.
+const checkedHttpAgent = new http.Agent({ keepAlive: true, scheduling: "lifo", lookup: checkedLookup });
+const checkedHttpsAgent = new https.Agent({ keepAlive: true, scheduling: "lifo", lookup: checkedLookup });
+
+/**
+ * The agent to reach `url` with: for hosts a team's owner chose (`checkHosts`) and the operator
+ * has not listed, one whose lookup refuses local addresses; an IP literal (never looked up) is
+ * refused here (the list may have changed since the deployment was made).
+ */
+function agentFor(url: string, checkHosts: boolean | undefined): http.Agent {
+  const secure = url.startsWith("https:");
+  if (!checkHosts || allowedUpstream(url, env().UPSTREAM_ALLOWED_HOSTS)) return secure ? httpsAgent : httpAgent;
+  const literal = localLiteral(url);
+  if (literal) throw new LocalUpstreamError(literal, literal);
+  return secure ? checkedHttpsAgent : checkedHttpAgent;
+}
 
 type UpstreamHealth = {
   /** Requests this process has open per URL: the balancing weight. */
@@ -168,10 +195,10 @@ export async function openUpstream(
     inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
     let res: IncomingMessage;
     try {
-      res = await post(url + path, payload, target.key, call, timeouts);
+      res = await post(url + path, payload, target, call, timeouts);
     } catch (e) {
       settled(url);
-      if (call.signal?.aborted) throw new ApiError(499, "internal", "The client closed the request.");
+      if (call.signal?.aborted) throw abortedError(call.signal);
       counted(url, outcomeOf(e));
       if (e instanceof UpstreamStatusError && e.status < 500)
         throw new ApiError(
@@ -191,6 +218,13 @@ export async function openUpstream(
     res.once("close", () => settled(url));
     return readUpstream(res, url, request, backend, call.signal);
   }
+  if (lastError instanceof LocalUpstreamError)
+    throw new ApiError(
+      502,
+      "internal",
+      `The ${backend} upstream ${lastError.message}, which a deployment made from the dashboard may not ` +
+        "reach; the operator may allow it (UPSTREAM_ALLOWED_HOSTS).",
+    );
   if (answered5xx)
     throw new ApiError(
       502,
@@ -246,7 +280,7 @@ export async function generateUpstream(
 function post(
   url: string,
   payload: string,
-  key: string | undefined,
+  { key, checkHosts }: Pick<UpstreamTarget, "key" | "checkHosts">,
   call: CallOptions,
   { connectMs, firstByteMs, idleMs }: UpstreamTimeouts,
 ): Promise<IncomingMessage> {
@@ -262,7 +296,7 @@ function post(
     method: "POST",
     headers,
     body: payload,
-    agent: url.startsWith("https:") ? httpsAgent : httpAgent,
+    agent: agentFor(url, checkHosts),
     signal: call.signal,
     bounds: { connectMs, firstByteMs, idleMs },
     peer: "the upstream",

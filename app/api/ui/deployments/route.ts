@@ -23,7 +23,8 @@ export const POST = sessionRoute(
       const why = await refusedUpstream(url, env().UPSTREAM_ALLOWED_HOSTS);
       if (why) throw invalidRequest(`Invalid 'upstream.urls[${i}]': ${why}.`, `upstream.urls[${i}]`);
     }
-    const d = await createDeployment(handle.db, { teamId: session.team.id, ...body });
+    // Checked again at every connection: the name may resolve elsewhere later (DNS rebinding).
+    const d = await createDeployment(handle.db, { teamId: session.team.id, ...body, checkUpstreamHosts: true });
     const [status] = await deploymentStates(handle.db, [d]);
     return Response.json(toDeploymentDto(d, session.team.slug, status!), { status: 201 });
   },

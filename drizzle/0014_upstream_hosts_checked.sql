@@ -1,0 +1,1 @@
+ALTER TABLE "deployments" ADD COLUMN "upstream_hosts_checked" boolean DEFAULT false NOT NULL;
