@@ -77,6 +77,7 @@ function upstreamOf(d: Target): UpstreamTarget | null {
     urls: d.upstreamUrls,
     model: d.upstreamModel ?? d.model,
     key: d.upstreamKey ? openSealed(d.upstreamKey, d.id) : undefined,
+    teamId: d.teamId,
     checkHosts: d.upstreamHostsChecked ?? false,
   };
 }

@@ -482,6 +482,25 @@ describe("resilience", () => {
     expect(broken.received.length).toBeGreaterThan(1);
   });
 
+  it("a URL that failed for one team is still in another team's rotation", async () => {
+    // Team a's requests are what fails on the shared server (a 500 for its model, say): a URL
+    // passed over for every team would let a take it away from b.
+    const [a, b] = [await makeTeam(), await makeTeam()];
+    const shared = await fake("vllm", { type: "status", status: 500, message: "CUDA out of memory" });
+    const spare = await fake("vllm");
+    const urls = [shared.url, spare.url];
+    const depA = await upstreamDeployment(a, { kind: "vllm", urls, model: "m" });
+    const depB = await upstreamDeployment(b, { kind: "vllm", urls, model: "m" });
+    for (let i = 0; i < 2; i++) expect((await complete(depA, a.modelKey, { prompt: "Hi" })).status).toBe(200);
+    expect(shared.received).toHaveLength(1); // then a passes it over
+    shared.mode = { type: "ok" };
+    for (let i = 0; i < 4; i++) expect((await complete(depB, b.modelKey, { prompt: "Hi" })).status).toBe(200);
+    expect(shared.received.length).toBeGreaterThan(1); // b still uses it
+    const seen = shared.received.length;
+    for (let i = 0; i < 2; i++) await complete(depA, a.modelKey, { prompt: "Hi" });
+    expect(shared.received).toHaveLength(seen); // a still passes it over (1.5 s in the suite)
+  });
+
   it("balances over healthy URLs", async () => {
     const team = await makeTeam();
     const one = await fake("openai");

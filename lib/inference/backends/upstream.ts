@@ -4,8 +4,10 @@
 //
 // Resilience: the deployment's URLs are tried least-busy first (in-flight requests of this
 // process); a refused connection, a timeout or a 5xx before the answer starts goes to the next
-// URL, and a URL that failed so is avoided for UPSTREAM_AVOID_MS, then probed again. A 4xx is the
-// request's own and comes back with its status and the upstream's message.
+// URL, and a URL that failed so is avoided for UPSTREAM_AVOID_MS by the team whose request saw it
+// fail, then probed again (another team's requests, which may have caused the failure, never take
+// a URL out of a team's rotation). A 4xx is the request's own and comes back with its status and
+// the upstream's message.
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { shownUrl, type UpstreamKind } from "../../contracts/upstream";
@@ -31,6 +33,8 @@ export type UpstreamTarget = {
   urls: string[];
   model: string;
   key?: string;
+  /** The team whose deployment this is: a URL failing its requests is avoided for it alone. */
+  teamId?: string;
   /**
    * Refuse a connection whose host resolves to this machine or a link-local address, unless
    * UPSTREAM_ALLOWED_HOSTS lists it (deployments made by a team's owner: lib/net/upstream-hosts.ts).
@@ -62,7 +66,7 @@ function agentFor(url: string, checkHosts: boolean | undefined): http.Agent {
 type UpstreamHealth = {
   /** Requests this process has open per URL: the balancing weight. */
   inFlight: Map<string, number>;
-  /** URLs that failed before answering, and until when they are passed over. */
+  /** URLs that failed before answering, and until when they are passed over (by avoidKey). */
   avoidUntil: Map<string, number>;
   turn: number;
 };
@@ -76,6 +80,10 @@ const health: UpstreamHealth = ((globalThis as { __lmpUpstreamHealth?: UpstreamH
   turn: 0,
 });
 const { inFlight, avoidUntil } = health;
+
+/** Where a team's avoidance of `url` is kept in avoidUntil (a URL holds no newline). */
+const avoidKey = (teamId: string | undefined, url: string) => `${teamId ?? ""}\n${url}`;
+const urlOfAvoidKey = (key: string) => key.slice(key.indexOf("\n") + 1);
 
 /** For tests: forget which URLs failed. */
 export function resetUpstreamHealth() {
@@ -95,13 +103,14 @@ function settled(url: string) {
  * forgotten here: it no longer changes the order URLs are tried in.
  */
 export function upstreamHealth(now = Date.now()): { upstream: string; inFlight: number; avoided: boolean }[] {
-  for (const [url, until] of avoidUntil) if (until <= now) avoidUntil.delete(url);
+  for (const [key, until] of avoidUntil) if (until <= now) avoidUntil.delete(key);
+  const avoided = new Set([...avoidUntil.keys()].map(urlOfAvoidKey)); // by any team
   const shown = new Map<string, { upstream: string; inFlight: number; avoided: boolean }>();
-  for (const url of new Set([...inFlight.keys(), ...avoidUntil.keys()])) {
+  for (const url of new Set([...inFlight.keys(), ...avoided])) {
     const upstream = shownUrl(url);
     const h = shown.get(upstream) ?? { upstream, inFlight: 0, avoided: false };
     h.inFlight += inFlight.get(url) ?? 0;
-    h.avoided ||= (avoidUntil.get(url) ?? 0) > now;
+    h.avoided ||= avoided.has(url);
     shown.set(upstream, h);
   }
   return [...shown.values()];
@@ -133,13 +142,14 @@ function outcomeOf(e: unknown): UpstreamOutcome {
  * then at most one avoided URL whose time is up soonest, so a deployment whose every URL is down
  * answers in one connection attempt, and a URL that came back is found again.
  */
-export function tryOrder(urls: string[], now = Date.now()): string[] {
+export function tryOrder(urls: string[], teamId: string | undefined, now = Date.now()): string[] {
   const start = health.turn++ % urls.length;
   const rotated = [...urls.slice(start), ...urls.slice(0, start)];
-  const good = rotated.filter((u) => (avoidUntil.get(u) ?? 0) <= now);
+  const until = (u: string) => avoidUntil.get(avoidKey(teamId, u)) ?? 0;
+  const good = rotated.filter((u) => until(u) <= now);
   good.sort((a, b) => (inFlight.get(a) ?? 0) - (inFlight.get(b) ?? 0));
-  const bad = rotated.filter((u) => (avoidUntil.get(u) ?? 0) > now);
-  bad.sort((a, b) => avoidUntil.get(a)! - avoidUntil.get(b)!);
+  const bad = rotated.filter((u) => until(u) > now);
+  bad.sort((a, b) => until(a) - until(b));
   return good.length > 0 ? good : bad.slice(0, 1);
 }
 
@@ -191,7 +201,7 @@ export async function openUpstream(
   const avoidMs = env().UPSTREAM_AVOID_MS;
   let answered5xx: UpstreamStatusError | undefined;
   let lastError: Error | undefined;
-  for (const url of tryOrder(target.urls)) {
+  for (const url of tryOrder(target.urls, target.teamId)) {
     inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
     let res: IncomingMessage;
     try {
@@ -208,11 +218,11 @@ export async function openUpstream(
         );
       if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
-      avoidUntil.set(url, Date.now() + avoidMs);
+      avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
       logger().warn({ upstream: shownUrl(url), err: (e as Error).message }, "upstream failed before answering");
       continue;
     }
-    avoidUntil.delete(url);
+    avoidUntil.delete(avoidKey(target.teamId, url));
     counted(url, "ok");
     // In flight until its connection's answer is over, however it ends (even if never read).
     res.once("close", () => settled(url));
