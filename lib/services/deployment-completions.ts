@@ -6,6 +6,7 @@ import type {
   GenerationRequestInput,
   GenerationResult,
   GenerationStreamEvent,
+  GenerationUsage,
 } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
@@ -92,10 +93,11 @@ export async function generateOnDeployment(
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
   let worker: InferenceClient | undefined;
+  let used: (() => GenerationUsage) | undefined;
   try {
     const upstream = upstreamOf(deployment);
     const result = upstream
-      ? await generateUpstream(upstream, request, call)
+      ? await generateUpstream(upstream, request, call, (events) => (used = events.used))
       : await withWorker(db, deployment, (client) => (worker = client).generate(request, call), call.signal);
     end({ status: "ok", promptTokens: result.usage.prompt_tokens, completionTokens: result.usage.completion_tokens });
     if (call.capture)
@@ -106,22 +108,27 @@ export async function generateOnDeployment(
     return result;
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, worker, call.requestId, end);
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, { worker, used }, call.requestId, end);
     throw err;
   }
 }
 
 /**
- * Ends a completion; one its client left is charged what the worker had used by then (the
- * worker keeps it by request id: GET /usage), so that leaving just before the end does not make
- * a generation free of the key's tokens per minute. Asked in the background: nobody waits.
+ * Ends a completion; one its client left is charged what it had used by then, so that leaving
+ * just before the end does not make a generation free of the key's tokens per minute: the
+ * worker's count (it keeps it by request id: GET /usage; asked in the background, nobody waits),
+ * or an upstream's (what it reported, else the tokens it streamed).
  */
 function endLeft(
   outcome: CompletionOutcome,
-  worker: InferenceClient | undefined,
+  { worker, used }: { worker?: InferenceClient; used?: () => GenerationUsage },
   requestId: string | undefined,
   end: (o: CompletionOutcome) => void,
 ) {
+  if (outcome.status === "cancelled" && used) {
+    const u = used();
+    return end({ ...outcome, promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens });
+  }
   if (outcome.status !== "cancelled" || !worker || !requestId) return end(outcome);
   void worker
     .leftUsage(requestId)
@@ -144,7 +151,7 @@ export async function openStreamOnDeployment(
   const startedAt = performance.now();
   const request = toGenerationRequest(deployment, params);
   const end = beginCompletion(db, deployment, call.meter);
-  let events: AsyncIterable<GenerationStreamEvent>;
+  let events: GenerationEvents;
   let worker: InferenceClient | undefined;
   try {
     const upstream = upstreamOf(deployment);
@@ -153,12 +160,12 @@ export async function openStreamOnDeployment(
       : await withWorker(db, deployment, (client) => (worker = client).open(request, call), call.signal);
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, worker, call.requestId, end);
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, { worker }, call.requestId, end);
     throw err;
   }
   const capture = call.capture;
   return metered(events, startedAt, !call.collected, call.signal, (outcome, choices) => {
-    endLeft(outcome, worker, call.requestId, end);
+    endLeft(outcome, { worker, used: events.used }, call.requestId, end);
     // Only a stream that finished is captured: an abandoned or failed one stores nothing.
     if (capture && outcome.status === "ok")
       captureCompletion(

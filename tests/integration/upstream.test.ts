@@ -425,6 +425,54 @@ describe("relaying the stream", () => {
     expect(up.connections).toBe(1);
   });
 
+  it("a client that leaves is charged the tokens it was streamed (the server reports no usage for a stream cut short)", async () => {
+    const never = new Promise<void>(() => {});
+    /** Three tokens in three reads, then nothing; `sent` resolves once the three are out. */
+    const threeThenNothing = () => {
+      let sent!: () => void;
+      const out = new Promise<void>((r) => (sent = r));
+      const writes = [ev("One"), 20, ev(" two"), 20, ev(" three"), async () => sent(), () => never];
+      return { mode: { type: "raw" as const, writes }, sent: out };
+    };
+    const leave = async (url: string, key: string, body: object, until: () => Promise<unknown>) => {
+      const left = new AbortController();
+      const res = fetch(url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+        signal: left.signal,
+      }).catch((e: unknown) => e);
+      await until();
+      left.abort();
+      await res;
+    };
+    const charged = async (team: TestTeam) => {
+      const rows = async () =>
+        (await client(team.apiKey).get("/v1/usage?groupBy=deployment")).json.data as { requests: number }[];
+      await expect.poll(async () => (await rows()).length, { timeout: 10_000 }).toBe(1);
+      return (await rows())[0];
+    };
+
+    for (const stream of [true, false]) {
+      const team = await makeTeam();
+      const { mode, sent } = threeThenNothing();
+      const up = await fake("vllm", mode);
+      const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+      // Leaves once the three reached the app (and, streamed, were relayed: a read of the last).
+      await leave(dep.url, team.modelKey, { prompt: "Hi", max_tokens: 50, stream }, async () => {
+        await sent;
+        await new Promise((r) => setTimeout(r, 100));
+      });
+      expect({ stream, ...(await charged(team)) }).toMatchObject({
+        stream,
+        requests: 1,
+        prompt_tokens: 0,
+        completion_tokens: 3,
+      });
+      await expect.poll(() => up.abandoned, { timeout: 5_000 }).toBe(1); // and the upstream request closed
+    }
+  });
+
   it("GET: the same as updates, then the end with the usage", async () => {
     const team = await makeTeam();
     const up = await fake("vllm", { type: "raw", writes: writes(() => new Promise((r) => setTimeout(r, 30))) });

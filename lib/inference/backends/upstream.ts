@@ -256,8 +256,10 @@ export async function generateUpstream(
   target: UpstreamTarget,
   request: GenerationRequestInput,
   call: CallOptions = {},
+  onOpen?: (events: GenerationEvents) => void,
 ): Promise<GenerationResult> {
   const events = await openUpstream(target, request, call);
+  onOpen?.(events);
   const choices = new Map<number, GenerationResult["choices"][number]>();
   const choice = (index: number) => {
     let c = choices.get(index);
@@ -579,12 +581,14 @@ export class UpstreamEventParser {
     const out: GenerationStreamEvent[] = [];
     for (let i = 0; i < n; i++)
       if (!this.finished.has(i)) out.push({ type: "finish", index: i, finish_reason: "stop", stop: null });
-    const counted = this.counted;
-    out.push({
-      type: "done",
-      usage: this.usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted },
-    });
+    out.push({ type: "done", usage: this.used() });
     return out;
+  }
+
+  /** The usage the server reported, else counted from the stream (one token per piece). */
+  used(): GenerationUsage {
+    const counted = this.counted;
+    return this.usage ?? { prompt_tokens: 0, completion_tokens: counted, total_tokens: counted };
   }
 
   private chunk(chunk: UpstreamChunk, out: GenerationStreamEvent[]): void {
@@ -644,7 +648,8 @@ function readUpstream(
   backend: string,
   signal: AbortSignal | undefined,
 ): GenerationEvents {
-  return batchedEvents(readGroups(res, url, new UpstreamEventParser(request, backend), backend, signal));
+  const parser = new UpstreamEventParser(request, backend);
+  return Object.assign(batchedEvents(readGroups(res, url, parser, backend, signal)), { used: () => parser.used() });
 }
 
 async function* readGroups(
