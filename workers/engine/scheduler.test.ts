@@ -338,4 +338,41 @@ describe("fair sharing between tenants", () => {
     expect(await long).toBe(solo.choices[0].text);
     expect((await running).usage.completion_tokens).toBe(150);
   });
+
+  it("a prefill parked back in its queue and cancelled there counts its prompt (its prefill had begun)", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16, prefillChunk: 2 });
+    const scheduler = await engine.scheduler();
+    const m = scheduler.model;
+    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
+    const longPrompt =
+      "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
+    const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
+    const left = new AbortController();
+    const long = engine
+      .start({ prompt: longPrompt, max_tokens: 6, temperature: 0, tenant: "team-a" }, { signal: left.signal })
+      .then(async (s) => {
+        for await (const e of s) void e;
+        return null;
+      })
+      .catch((e: { usage?: unknown }) => e.usage);
+    await expect.poll(() => scheduler.stats().prefilling, { interval: 1 }).toBe(1);
+    // Team B's long prompt parks team A's for its own ~12 passes of 2 tokens.
+    const submittedAt = m.stats.forwardCalls;
+    const newcomer = engine.generate({
+      prompt: `${longPrompt} Again`,
+      max_tokens: 2,
+      temperature: 0,
+      tenant: "team-b",
+    });
+    await expect.poll(() => m.stats.forwardCalls - submittedAt, { interval: 1 }).toBeGreaterThanOrEqual(3);
+    expect(scheduler.stats()).toMatchObject({ queued: 1, prefilling: 1 }); // A's parked, B's prefilling
+    left.abort();
+    expect(await long).toEqual({
+      prompt_tokens: m.tokenizer.encode(longPrompt).length,
+      completion_tokens: 0,
+      total_tokens: m.tokenizer.encode(longPrompt).length,
+    });
+    await Promise.all([newcomer, running]);
+  });
 });

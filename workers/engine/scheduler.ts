@@ -311,9 +311,10 @@ export class Scheduler {
   private cancel(job: GenerationJob) {
     if (job.done || job.cancelled) return;
     job.cancelled = true;
-    // What it used: its prompt once it left the queue (its prefill began, or the prompt cache
-    // answered it), and the tokens its sequences drew. The worker keeps it for the app to charge.
-    const usage = usageOf(job, !this.queues.get(job.tenant)?.includes(job));
+    // What it used: its prompt once its prefill began (a prefill parked back in its queue
+    // included) or the prompt cache answered it, and the tokens its sequences drew. The worker
+    // keeps it for the app to charge.
+    const usage = usageOf(job, job.prefilled > 0 || !this.queues.get(job.tenant)?.includes(job));
     this.dequeue(job);
     if (this.prefilling === job) {
       this.prefilling = null;
@@ -864,7 +865,6 @@ const promptKey = (job: GenerationJob) => `${job.tenant}\u0000${job.plan.promptI
 const answerKey = (tenant: string, ids: readonly number[]) => `${tenant}\u0001${ids.join(",")}`;
 const NO_LOGITS = new Float32Array(0);
 
-/** The tokens a request's rows may come to hold: its prompt and max_tokens. */
 /** A job's usage: its prompt (when `started`) and the tokens its sequences drew. */
 function usageOf(job: GenerationJob, started: boolean): GenerationUsage {
   const prompt = started ? job.plan.promptIds.length : 0;
@@ -872,4 +872,5 @@ function usageOf(job: GenerationJob, started: boolean): GenerationUsage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
+/** The tokens a request's rows may come to hold: its prompt and max_tokens. */
 const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;
