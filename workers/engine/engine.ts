@@ -26,6 +26,8 @@ export interface EngineOptions extends SchedulerOptions {
    * comes with each request (a deployment's), default `auto`; each (model, dtype) is loaded once.
    */
   loadOptions?: (id: string, dtype: DtypeChoice) => LoadModelOptions;
+  /** The memory left to the process (default: what the machine and its cgroup have free). */
+  availableMemory?: () => number;
 }
 
 export interface GenerateOptions {
@@ -39,6 +41,8 @@ export class Engine {
   private readonly retiring = new Map<string, Promise<Scheduler>>();
   /** Cancels each scheduler's model load while it is in progress (a download). */
   private readonly loads = new Map<Promise<Scheduler>, AbortController>();
+  /** The schedulers made and not yet closed (retiring ones included). */
+  private readonly made = new Set<Scheduler>();
 
   private served: string[];
 
@@ -97,6 +101,7 @@ export class Engine {
       // A request that had the scheduler in hand before it retired: wait for it too.
       if (scheduler.busy) continue;
       scheduler.close();
+      this.made.delete(scheduler);
       this.retiring.delete(key);
       await this.registry?.release(...keyParts(key));
       return true;
@@ -163,8 +168,15 @@ export class Engine {
     const model = await this.registry.get(id, opts);
     // Without a configured budget, half the memory left once the model is in: room for this
     // model's requests to grow their caches without the worker being OOM-killed, and for others.
-    const kvBudgetBytes = this.opts.kvBudgetBytes ?? Math.max(256 * 2 ** 20, availableMemoryBytes() / 2);
-    return new Scheduler(model, { ...this.opts, kvBudgetBytes });
+    // What the models loaded before may still take (their budgets and prompt caches, less what
+    // they hold) is not left: otherwise each model's budget counted the others' unused room, and
+    // together they could come to more than the machine has.
+    let left = (this.opts.availableMemory ?? availableMemoryBytes)();
+    for (const other of this.made) left -= other.unclaimedBytes();
+    const kvBudgetBytes = this.opts.kvBudgetBytes ?? Math.max(256 * 2 ** 20, left / 2);
+    const scheduler = new Scheduler(model, { ...this.opts, kvBudgetBytes });
+    this.made.add(scheduler);
+    return scheduler;
   }
 
   /**

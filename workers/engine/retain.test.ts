@@ -36,6 +36,33 @@ async function textOf(events: AsyncIterable<{ type: string; text?: string }>): P
   return text;
 }
 
+describe("the default KV budgets of several models", () => {
+  it("leave aside what the models loaded before may still take, so that together they fit", async () => {
+    const GiB = 2 ** 30;
+    const promptCacheBytes = 64 * 2 ** 20;
+    const engine = new Engine({ models: [dir], availableMemory: () => 10 * GiB, promptCacheBytes });
+    const first = await engine.scheduler(dir, "fp32");
+    expect(first.kvBudget).toBe(5 * GiB); // half the memory left
+    const second = await engine.scheduler(dir, "q4");
+    // Half of what the first leaves: it may still fill its budget and prompt cache.
+    expect(second.kvBudget).toBe((10 * GiB - (5 * GiB + promptCacheBytes)) / 2);
+    expect(first.kvBudget + second.kvBudget + 2 * promptCacheBytes).toBeLessThanOrEqual(10 * GiB);
+    // What the first holds is already out of the memory left: only its unused room is set aside.
+    await engine.generate({ ...request, dtype: "fp32" });
+    expect(first.stats().promptCacheBytes).toBeGreaterThan(0);
+    expect(first.unclaimedBytes()).toBe(
+      5 * GiB + promptCacheBytes - first.stats().kvBytes - first.stats().promptCacheBytes,
+    );
+    // Unloaded, it sets nothing aside any more: loaded again, it has half of what the second leaves.
+    const unloaded: string[] = [];
+    engine.retain([{ model: dir, dtype: "q4" }], (model, dtype) => unloaded.push(dtype));
+    await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual(["fp32"]);
+    const again = await engine.scheduler(dir, "fp32");
+    expect(again.kvBudget).toBe((10 * GiB - second.unclaimedBytes()) / 2);
+    await engine.dispose();
+  });
+});
+
 describe("Engine.retain", () => {
   it("lets the running requests of a model no longer wanted finish, then releases it", async () => {
     const engine = new Engine({ models: [dir] });

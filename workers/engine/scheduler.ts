@@ -210,6 +210,20 @@ export class Scheduler {
     };
   }
 
+  /** The KV cache budget its batch is admitted within (Infinity: none). */
+  get kvBudget(): number {
+    return this.kvBudgetBytes;
+  }
+
+  /**
+   * The memory this scheduler may still come to take: its KV budget and its prompt cache, less
+   * what they hold now (0 without a budget). A model loaded later leaves it aside.
+   */
+  unclaimedBytes(): number {
+    if (!Number.isFinite(this.kvBudgetBytes)) return 0;
+    return Math.max(0, this.kvBudgetBytes + this.promptCacheBytes - (this.batch?.bytes ?? 0) - this.promptBytes);
+  }
+
   /** Whether anything is running or waiting. */
   get busy(): boolean {
     return this.looping || this.queued > 0;
