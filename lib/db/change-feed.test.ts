@@ -1,34 +1,21 @@
-import postgres from "postgres";
+import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createScratchDatabase, startThrowawayDb } from "./throwaway";
-import type { EmbeddedDb } from "./embedded";
-import { connect, type DbHandle } from "./client";
+import { startFeedWorld } from "./throwaway";
+import type { DbHandle } from "./client";
 import { changeFeedOf } from "./change-feed";
 import { authenticateKey, createApiKey, revokeApiKey } from "../services/api-keys";
 import { createTeam } from "../services/teams";
 
-let server: EmbeddedDb;
-let database: Awaited<ReturnType<typeof createScratchDatabase>>;
+let world: Awaited<ReturnType<typeof startFeedWorld>>;
 let app: DbHandle; // an app process's pool, with its change feed
 let other: postgres.Sql; // another process (the CLI, psql)
 
 beforeAll(async () => {
-  server = await startThrowawayDb();
-  database = await createScratchDatabase(server.url, "feed");
-  app = connect(database.url, { changeFeed: true });
-  other = postgres(database.url, { max: 1, onnotice: () => {} });
-  for (let i = 0; !changeFeedOf(app.sql)?.listening; i++) {
-    if (i > 500) throw new Error("the change feed did not start listening");
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  world = await startFeedWorld("feed");
+  ({ app, other } = world);
 }, 60_000);
 
-afterAll(async () => {
-  await app?.close();
-  await other?.end();
-  await database?.drop();
-  await server?.stop();
-});
+afterAll(() => world?.close());
 
 async function newKey() {
   const team = await createTeam(app.db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });

@@ -4,6 +4,8 @@ import path from "node:path";
 import postgres from "postgres";
 import { startEmbeddedDb, type EmbeddedDb } from "./embedded";
 import { migrateDatabase } from "./migrate";
+import { connect, type DbHandle } from "./client";
+import { changeFeedOf } from "./change-feed";
 
 // Databases that live as long as a test run or a benchmark.
 
@@ -47,6 +49,38 @@ export async function createScratchDatabase(
       const gaveUp = new Promise<false>((resolve) => setTimeout(() => resolve(false), 60_000).unref());
       if (!(await Promise.race([dropped, gaveUp]))) console.warn(`database ${name} not dropped within 60 s`);
       await admin.end({ timeout: 1 });
+    },
+  };
+}
+
+/**
+ * For tests of what the change feed drives: a throwaway server with a scratch database, an app
+ * process's pool on it with its change feed listening (`app`), and another process's connection
+ * (`other`: the CLI, psql). `close()` ends them all.
+ */
+export async function startFeedWorld(label: string): Promise<{
+  url: string;
+  app: DbHandle;
+  other: postgres.Sql;
+  close: () => Promise<void>;
+}> {
+  const server = await startThrowawayDb();
+  const database = await createScratchDatabase(server.url, label);
+  const app = connect(database.url, { changeFeed: true });
+  const other = postgres(database.url, { max: 1, onnotice: () => {} });
+  for (let i = 0; !changeFeedOf(app.sql)?.listening; i++) {
+    if (i > 500) throw new Error("the change feed did not start listening");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return {
+    url: database.url,
+    app,
+    other,
+    close: async () => {
+      await app.close();
+      await other.end();
+      await database.drop();
+      await server.stop();
     },
   };
 }

@@ -1,38 +1,26 @@
-import postgres from "postgres";
+import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createScratchDatabase, startThrowawayDb } from "../db/throwaway";
-import type { EmbeddedDb } from "../db/embedded";
+import { startFeedWorld } from "../db/throwaway";
 import { connect, type DbHandle } from "../db/client";
-import { changeFeedOf } from "../db/change-feed";
 import type { ApiError } from "../errors";
 import { createApiKey } from "./api-keys";
 import { KeyWatch, keyWatchOf } from "./key-watch";
 import { createTeam } from "./teams";
 
-let server: EmbeddedDb;
-let database: Awaited<ReturnType<typeof createScratchDatabase>>;
+let world: Awaited<ReturnType<typeof startFeedWorld>>;
 let app: DbHandle; // an app process's pool, with its change feed
 let plain: DbHandle; // a pool without one
 let other: postgres.Sql; // another process (the CLI, the dashboard's server)
 
 beforeAll(async () => {
-  server = await startThrowawayDb();
-  database = await createScratchDatabase(server.url, "keywatch");
-  app = connect(database.url, { changeFeed: true });
-  plain = connect(database.url);
-  other = postgres(database.url, { max: 1, onnotice: () => {} });
-  for (let i = 0; !changeFeedOf(app.sql)?.listening; i++) {
-    if (i > 500) throw new Error("the change feed did not start listening");
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  world = await startFeedWorld("keywatch");
+  ({ app, other } = world);
+  plain = connect(world.url);
 }, 60_000);
 
 afterAll(async () => {
-  await app?.close();
   await plain?.close();
-  await other?.end();
-  await database?.drop();
-  await server?.stop();
+  await world?.close();
 });
 
 async function newKey(kind: "api" | "model" = "api") {

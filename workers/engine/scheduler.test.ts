@@ -298,13 +298,22 @@ describe("fair sharing between tenants", () => {
     expect(order.indexOf("b1")).toBeLessThan(order.indexOf("a3"));
   });
 
-  it("runs a newcomer's prompt before the rest of another tenant's long prompt prefilled in chunks", async () => {
+  const longPrompt =
+    "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
+
+  /** An engine that prefills 2 tokens a pass, running one long generation of team A's. */
+  async function teamARunning() {
     const engine = new Engine({ models: [dir], maxBatch: 16, prefillChunk: 2 });
     const scheduler = await engine.scheduler();
     const m = scheduler.model;
     const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
-    const longPrompt =
-      "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
+    const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
+    return { engine, scheduler, m, running };
+  }
+
+  it("runs a newcomer's prompt before the rest of another tenant's long prompt prefilled in chunks", async () => {
+    const { engine, scheduler, m, running } = await teamARunning();
     expect(m.tokenizer.encode(longPrompt).length).toBeGreaterThan(16);
     const solo = await new Engine({ models: [dir], prefillChunk: 2 }).generate({
       prompt: longPrompt,
@@ -312,8 +321,6 @@ describe("fair sharing between tenants", () => {
       temperature: 0,
     });
     // Team A runs one sequence, then its next request's long prompt is prefilled 2 tokens a pass.
-    const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
-    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
     let longFirst = -1;
     const long = engine
       .start({ prompt: longPrompt, max_tokens: 6, temperature: 0, tenant: "team-a" })
@@ -340,14 +347,7 @@ describe("fair sharing between tenants", () => {
   });
 
   it("a prefill parked back in its queue and cancelled there counts its prompt (its prefill had begun)", async () => {
-    const engine = new Engine({ models: [dir], maxBatch: 16, prefillChunk: 2 });
-    const scheduler = await engine.scheduler();
-    const m = scheduler.model;
-    const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
-    const longPrompt =
-      "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
-    const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
-    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
+    const { engine, scheduler, m, running } = await teamARunning();
     const left = new AbortController();
     const long = engine
       .start({ prompt: longPrompt, max_tokens: 6, temperature: 0, tenant: "team-a" }, { signal: left.signal })
