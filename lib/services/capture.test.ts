@@ -149,6 +149,16 @@ describe("capturedSamples", () => {
     expect(rows[1]!.generation).toMatchObject({ index: 1, finishReason: "length", completionTokens: 5 });
     expect(storableText("a\ud83d\ude00b")).toBe("a\ud83d\ude00b"); // a whole pair is kept
   });
+
+  it("replaces what jsonb refuses in the stop string too (a stop of half an emoji matches inside one)", () => {
+    const [row] = capturedSamples(
+      req,
+      [{ index: 0, text: "Hello \ud83d", finish_reason: "stop", stop: "\ud83d" }],
+      usage,
+      { latencyMs: 1, streamed: true },
+    );
+    expect(row!.generation.stop).toBe("\uFFFD");
+  });
 });
 
 describe("a stop with a capture's write under way", () => {

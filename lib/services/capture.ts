@@ -205,7 +205,8 @@ export function capturedSamples(
         index: c.index,
         n: choices.length,
         finishReason: c.finish_reason === "stop" ? "stop" : "length",
-        stop: c.stop,
+        // A stop string may hold what jsonb refuses (U+0000, half of a surrogate pair).
+        stop: c.stop === null ? null : storableText(c.stop),
         promptTokens: usage.prompt_tokens,
         completionTokens: usage.completion_tokens,
         latencyMs: Math.round(timing.latencyMs * 10) / 10,
