@@ -1,6 +1,10 @@
 import { sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
+import type { Dataset, Team } from "../db/schema";
 import { rateLimited } from "../errors";
+import { teamLimits } from "../limits";
+import { takeQuerySlot } from "../limits/team-queries";
+import { createDataset } from "./datasets";
 
 /**
  * Datasets a team may have packaging at once (its `datasetJobs` limit): one team queueing
@@ -16,5 +20,25 @@ export async function assertDatasetQuota(db: DbOrTx, teamId: string, limit: numb
     throw rateLimited(`This team already has ${n} datasets being packaged (limit ${limit}); retry when one is READY.`, {
       "retry-after": "10",
     });
+  }
+}
+
+/**
+ * A team's create-dataset (the API's and the dashboard's): its selection is counted as one of the
+ * team's selection queries (DB_QUERIES_PER_TEAM: an expensive `search` counted by ten requests
+ * at once held every connection of the pool, as `count` did before it took a slot), within the
+ * team's `datasetJobs`.
+ */
+export async function createTeamDataset(
+  db: DbOrTx,
+  team: Pick<Team, "id" | "limits">,
+  input: Omit<Parameters<typeof createDataset>[1], "teamId">,
+): Promise<Dataset> {
+  const release = await takeQuerySlot(team.id);
+  try {
+    await assertDatasetQuota(db, team.id, teamLimits(team).datasetJobs);
+    return await createDataset(db, { ...input, teamId: team.id });
+  } finally {
+    release();
   }
 }

@@ -1,8 +1,7 @@
 import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { apiRoute } from "@/lib/http/api-route";
-import { teamLimits } from "@/lib/limits";
-import { assertDatasetQuota } from "@/lib/services/dataset-quota";
-import { createDataset, toDatasetDto } from "@/lib/services/datasets";
+import { createTeamDataset } from "@/lib/services/dataset-quota";
+import { toDatasetDto } from "@/lib/services/datasets";
 import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
@@ -11,9 +10,7 @@ export const dynamic = "force-dynamic";
 export const POST = apiRoute(
   { body: CreateDatasetBody, idempotent: true },
   async ({ handle, principal, params, body }) => {
-    await assertDatasetQuota(handle.db, principal.team.id, teamLimits(principal.team).datasetJobs);
-    const dataset = await createDataset(handle.db, {
-      teamId: principal.team.id,
+    const dataset = await createTeamDataset(handle.db, principal.team, {
       pipelineId: params.id!,
       name: body.name,
       selection: body.selection,

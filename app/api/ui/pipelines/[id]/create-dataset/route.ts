@@ -1,16 +1,13 @@
 import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { sessionRoute } from "@/lib/http/session-route";
-import { teamLimits } from "@/lib/limits";
-import { assertDatasetQuota } from "@/lib/services/dataset-quota";
-import { createDataset, toDatasetDto } from "@/lib/services/datasets";
+import { createTeamDataset } from "@/lib/services/dataset-quota";
+import { toDatasetDto } from "@/lib/services/datasets";
 
 export const dynamic = "force-dynamic";
 
 // The dialog of the selection page: the API's own body (name + filters); a worker packages it.
 export const POST = sessionRoute({ body: CreateDatasetBody }, async ({ handle, session, params, body }) => {
-  await assertDatasetQuota(handle.db, session.team.id, teamLimits(session.team).datasetJobs);
-  const dataset = await createDataset(handle.db, {
-    teamId: session.team.id,
+  const dataset = await createTeamDataset(handle.db, session.team, {
     pipelineId: params.id!,
     name: body.name,
     selection: body.selection,
