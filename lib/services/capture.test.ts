@@ -157,7 +157,7 @@ describe("capturedSamples", () => {
       usage,
       { latencyMs: 1, streamed: true },
     );
-    expect(row!.generation.stop).toBe("\uFFFD");
+    expect(row!.generation!.stop).toBe("\uFFFD");
   });
 });
 
