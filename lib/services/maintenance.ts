@@ -60,7 +60,10 @@ export async function applyRetention(db: DbOrTx, batch = DELETE_BATCH): Promise<
     select id, retention_days as days from pipelines where retention_days is not null and deleted_at is null`);
   let total = 0;
   for (const p of kept) {
-    total += await deleteInBatches(db, p.id, sql`created_at < now() - make_interval(days => ${p.days})`, batch);
+    // Datasets being packaged are marked, not sent back to the queue: with steady traffic
+    // samples age out every run, and one that takes longer than a run would never finish.
+    const aged = sql`created_at < now() - make_interval(days => ${p.days})`;
+    total += await deleteInBatches(db, p.id, aged, batch, "mark");
   }
   return total;
 }
@@ -79,7 +82,7 @@ async function deleteInBatches(
   pipelineId: string,
   condition: ReturnType<typeof sql>,
   batch: number,
-  datasets = true,
+  datasets: boolean | "mark",
 ): Promise<number> {
   let total = 0;
   for (;;) {

@@ -34,10 +34,10 @@ export async function removeSamples(
   tx: DbOrTx,
   pipelineId: string,
   ids: string[],
-  options: { datasets?: boolean } = {},
+  options: { datasets?: boolean | "mark" } = {},
 ): Promise<number> {
   if (ids.length === 0) return 0;
-  if (options.datasets !== false) await tellDatasets(tx, pipelineId, ids);
+  if (options.datasets !== false) await tellDatasets(tx, pipelineId, ids, options.datasets !== "mark");
   // The labels go by their primary key, from each sample's own metadata and created_at.
   const [deleted] = await tx.execute<{ n: number }>(sql`
     with d as (
@@ -52,8 +52,11 @@ export async function removeSamples(
   return deleted?.n ?? 0;
 }
 
-/** The datasets part of removeSamples: mark or requeue the datasets that may hold `ids`. */
-async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[]): Promise<void> {
+/**
+ * The datasets part of removeSamples: mark or requeue the datasets that may hold `ids`. Without
+ * `requeue` (retention), a PROCESSING one is marked as a READY one is, and goes on.
+ */
+async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], requeue: boolean): Promise<void> {
   const datasets = await tx.execute<DatasetRow>(sql`
     select id, filter, until_created_at::text as until_created_at, until_sample_id from datasets
     where pipeline_id = ${pipelineId} and deleted_at is null and until_sample_id is not null
@@ -66,7 +69,11 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[]): Prom
         and ${withinBound({ ts: sql`s.created_at`, id: sql`s.id` }, bound)} and ${samplePredicate(sql`s`, d.filter)}) as hit`);
     if (row?.hit) hit.push(d.id);
   }
-  if (hit.length > 0) {
+  if (hit.length > 0 && !requeue) {
+    await tx.execute(sql`
+      update datasets set contains_deleted_samples = true, updated_at = now()
+      where id = any(${textArray(hit)}) and deleted_at is null`);
+  } else if (hit.length > 0) {
     await tx.execute(sql`
       update datasets set
         contains_deleted_samples = contains_deleted_samples or status = 'READY',

@@ -1,0 +1,65 @@
+import { eq, sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { datasets, samples } from "../db/schema";
+import { startFeedWorld } from "../db/throwaway";
+import { newId } from "../ids";
+import { claimDataset } from "./dataset-jobs";
+import { createDataset } from "./datasets";
+import { applyRetention } from "./maintenance";
+import { createPipeline } from "./pipelines";
+import { deleteSample } from "./sample-deletion";
+import { createTeam } from "./teams";
+
+let world: Awaited<ReturnType<typeof startFeedWorld>>;
+beforeAll(async () => {
+  world = await startFeedWorld("deletion");
+}, 60_000);
+afterAll(() => world?.close());
+
+/** A pipeline whose first sample is 3 days old and the rest fresh, with a dataset a worker is packaging. */
+async function packaging(retentionDays: number | null) {
+  const { db } = world.app;
+  await db.execute(sql`update datasets set deleted_at = now() where deleted_at is null`); // the claim takes ours
+  const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+  const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+  const ids = [newId("sample"), newId("sample"), newId("sample")];
+  const day = 24 * 3600 * 1000;
+  await db.insert(samples).values(
+    ids.map((id, i) => ({
+      id,
+      pipelineId: pipeline.id,
+      teamId: team.id,
+      messages: [{ role: "user" as const, content: `m${i}` }],
+      length: 1,
+      createdAt: new Date(Date.now() - (i === 0 ? 3 * day : 0) + i),
+    })),
+  );
+  const d = await createDataset(db, { teamId: team.id, pipelineId: pipeline.id, name: "d", selection: {} });
+  const job = await claimDataset(db, { owner: "worker-1", leaseSeconds: 60 });
+  expect(job?.id).toBe(d.id);
+  await db.execute(sql`update datasets set progress = 2 where id = ${d.id}`);
+  if (retentionDays !== null)
+    await db.execute(sql`update pipelines set retention_days = ${retentionDays} where id = ${pipeline.id}`);
+  const row = async () => (await db.select().from(datasets).where(eq(datasets.id, d.id)))[0]!;
+  return { team, ids, row };
+}
+
+describe("a dataset being packaged when samples it may hold are deleted", () => {
+  it("by the team (a sample, a selection): goes back to the queue, its worker's lease dropped", async () => {
+    const { team, ids, row } = await packaging(null);
+    await deleteSample(world.app.db, { teamId: team.id, id: ids[0]! });
+    expect(await row()).toMatchObject({ status: "PROCESSING", leaseOwner: null, progress: 0, attempts: 0 });
+  });
+
+  it("by retention: goes on, marked as holding deleted samples (samples age out every run)", async () => {
+    const { row } = await packaging(2);
+    expect(await applyRetention(world.app.db)).toBeGreaterThanOrEqual(1);
+    expect(await row()).toMatchObject({
+      status: "PROCESSING",
+      leaseOwner: "worker-1",
+      progress: 2,
+      attempts: 1,
+      containsDeletedSamples: true,
+    });
+  });
+});
