@@ -87,6 +87,8 @@ export const DatasetStatsSchema = z.strictObject({
       invalid: z.partialRecord(z.enum(INVALID_REASONS), z.number().int().min(0)).optional(),
       duplicate: z.number().int().min(0).optional(),
       tooLong: z.number().int().min(0).optional(),
+      /** With `tokenizer`: samples the model's chat template refuses (only when there are some). */
+      template: z.number().int().min(1).optional(),
     })
     .optional(),
   splits: z.strictObject({ train: z.number().int().min(0), validation: z.number().int().min(0) }).optional(),

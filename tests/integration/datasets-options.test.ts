@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { gunzipSync } from "node:zlib";
@@ -11,6 +11,7 @@ import { sql } from "drizzle-orm";
 import { samples } from "@/lib/db/schema";
 import { newId } from "@/lib/ids";
 import { splitSideSql } from "@/lib/services/dataset-jobs";
+import { createDeployment } from "@/lib/services/deployments";
 import { client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { Dataset, downloadBytes, parseLines, waitForStatus } from "../helpers/datasets";
 import { makeDeployment } from "../helpers/deployments";
@@ -334,6 +335,39 @@ describe("dataset options", () => {
       (await downloadBytes(api, ready.id, "train")).toString() +
       (await downloadBytes(api, ready.id, "validation")).toString();
     expect(text).not.toContain("added after creation");
+  });
+
+  it("leaves out a sample the model's chat template refuses, not the whole dataset, and counts it", async () => {
+    // The tiny model's tokenizer with a template that refuses system messages, as Gemma's does.
+    const model = mkdtempSync(path.join(tmp, "no-system-"));
+    for (const f of ["tokenizer.json", "tokenizer_config.json", "config.json"])
+      copyFileSync(path.join(inject("tinyModel"), f), path.join(model, f));
+    writeFileSync(
+      path.join(model, "chat_template.jinja"),
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}" +
+        "{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}",
+    );
+    const strict = await createDeployment(db().db, {
+      teamId: team.id,
+      name: `strict-${newId("dataset").slice(5, 12)}`,
+      model,
+    });
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "template" })).json.id as string;
+    for (const messages of [
+      conv(["user", "a"], ["assistant", "b"]),
+      conv(["system", "s"], ["user", "c"]),
+      conv(["user", "d"]),
+    ])
+      expect((await api.post(`/v1/pipelines/${pipeline}/add`, { messages })).status).toBe(200);
+    const res = await api.post(`/v1/pipelines/${pipeline}/create-dataset`, {
+      name: "templated",
+      tokenizer: strict.name,
+    });
+    expect(res.status, res.text).toBe(200);
+    const ready = await waitForStatus(api, res.json.id, "READY"); // before: FAILED, "Could not write the dataset file…"
+    expect(ready.stats).toMatchObject({ included: 2, skipped: { template: 1 } });
+    const lines = parseLines((await downloadBytes(api, ready.id)).toString("utf8")) as { messages: Msg[] }[];
+    expect(lines.map((l) => l.messages[0]!.content)).toEqual(["a", "d"]);
   });
 
   it("refuses bad options with the offending param and creates nothing", async () => {

@@ -6,7 +6,7 @@ import { PackagingError } from "./errors";
 import { PlainConversation } from "./plain-conversation";
 import { openAiChatRefusal, SeenConversations, type Message } from "./sample-checks";
 import { holdTightHeap } from "./tight-heap";
-import { loadTokenCounter, type TokenCounter } from "./token-counter";
+import { loadTokenCounter, TemplateRefusal, type TokenCounter } from "./token-counter";
 import { TokenTally } from "./token-stats";
 
 type Rows = (columns: RowColumns) => AsyncGenerator<CopyRowBatch>;
@@ -41,8 +41,9 @@ export async function copyLines(options: DatasetOptions, rows: Rows, out: Datase
 /**
  * Each sample of the selection, in order, through the options: `validate` leaves out what the
  * format refuses, `dedupe` the repeats of a conversation already kept (the oldest stays),
- * `maxTokens` what is longer; what remains goes to its split's file. A sample is counted once,
- * under the first of these that leaves it out.
+ * `maxTokens` what is longer (with `tokenizer`, what the model's chat template refuses is left out
+ * too); what remains goes to its split's file. A sample is counted once, under the first of these
+ * that leaves it out.
  */
 export async function packageRows(
   job: Pick<DatasetJob, "options" | "tokenizerModel" | "size">,
@@ -62,6 +63,7 @@ export async function packageRows(
     const splits = { train: 0, validation: 0 };
     let duplicate = 0;
     let tooLong = 0;
+    let template = 0;
     let included = 0;
     // validate and dedupe read a plain conversation off its bytes, and parse only the others; token
     // counting needs every conversation parsed.
@@ -93,7 +95,14 @@ export async function packageRows(
           duplicate++;
           continue;
         }
-        const tokens = counter?.(messages!);
+        let tokens: number | undefined;
+        try {
+          tokens = counter?.(messages!);
+        } catch (e) {
+          if (!(e instanceof TemplateRefusal)) throw e;
+          template++;
+          continue;
+        }
         if (tokens !== undefined && o.maxTokens !== undefined && tokens > o.maxTokens) {
           tooLong++;
           continue;
@@ -113,6 +122,7 @@ export async function packageRows(
       ...(o.validate ? { invalid } : {}),
       ...(o.dedupe ? { duplicate } : {}),
       ...(o.maxTokens !== undefined ? { tooLong } : {}),
+      ...(template > 0 ? { template } : {}),
     };
     return {
       included,

@@ -1,7 +1,15 @@
 import type { Message } from "./sample-checks";
 
-/** Counts a conversation's tokens. */
+/** Counts a conversation's tokens; throws a TemplateRefusal for one the chat template refuses. */
 export type TokenCounter = (messages: Message[]) => number;
+
+/**
+ * The model's chat template refused a conversation (its `raise_exception`: a system message the
+ * model does not take, roles that do not alternate): the sample is left out, not the dataset.
+ */
+export class TemplateRefusal extends Error {
+  override name = "TemplateRefusal";
+}
 
 /**
  * The token counter of a deployment's model: its tokenizer and chat template, loaded with
@@ -19,11 +27,16 @@ export async function loadTokenCounter(model: string): Promise<TokenCounter> {
   // deployment generates with; a model without one has the engine's `role: content` lines.
   const { loadTokenizer } = await import("../engine/model/load-model");
   const { tokenizer } = await loadTokenizer(model);
-  const render = (messages: Message[]): string =>
-    // A template reads `content` as a string: a tool-call message without one renders it empty.
-    tokenizer.apply_chat_template(
-      messages.map((m) => ({ ...m, content: m.content ?? "" })),
-      { tokenize: false, add_generation_prompt: false },
-    ) as string;
+  const render = (messages: Message[]): string => {
+    try {
+      // A template reads `content` as a string: a tool-call message without one renders it empty.
+      return tokenizer.apply_chat_template(
+        messages.map((m) => ({ ...m, content: m.content ?? "" })),
+        { tokenize: false, add_generation_prompt: false },
+      ) as string;
+    } catch (e) {
+      throw new TemplateRefusal((e as Error).message, { cause: e });
+    }
+  };
   return (messages) => tokenizer.encode(render(messages), { add_special_tokens: false }).length;
 }
