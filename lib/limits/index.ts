@@ -53,9 +53,11 @@ export function rateLimitHeaders(state: BucketState): Record<string, string> {
  * an API key has.
  */
 export const memberLimitId = (userId: string, teamId: string) => `member:${userId}:${teamId}`;
+/** Whether a quota's id is a member's (memberLimitId), not an API or model key's. */
+export const isMemberLimitId = (id: string) => id.startsWith("member:");
 
 /** Who a refusal speaks of. */
-const subject = (keyId: string) => (keyId.startsWith("member:") ? "Your dashboard session" : "This key");
+const subject = (keyId: string) => (isMemberLimitId(keyId) ? "Your dashboard session" : "This key");
 
 /** One request of `keyId`; throws 429 past the team's requests per minute. Returns the headers to send. */
 export function takeRequest(keyId: string, limits: TeamLimits): Record<string, string> {

@@ -1,7 +1,7 @@
 import type { TeamLimits } from "../contracts/limits";
 import type { DbOrTx } from "../db/client";
 import type { Deployment } from "../db/schema";
-import { startGeneration, teamLimits } from "../limits";
+import { isMemberLimitId, startGeneration, teamLimits } from "../limits";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import type { KeyPrincipal } from "./api-keys";
 import { recordUsage } from "./usage";
@@ -53,7 +53,8 @@ export function beginCompletion(
     if (o.status !== "error" || o.promptTokens + o.completionTokens > 0) {
       recordUsage(db, {
         teamId: deployment.teamId,
-        keyId: meter?.quota?.keyId ?? null,
+        // A member's playground quota is not a key: its usage is the dashboard's ("").
+        keyId: meter?.quota && !isMemberLimitId(meter.quota.keyId) ? meter.quota.keyId : null,
         deploymentId: deployment.id,
         promptTokens: o.promptTokens,
         completionTokens: o.completionTokens,

@@ -1,6 +1,8 @@
 import path from "node:path";
 import { describe, expect, inject, it } from "vitest";
 import { ApiKeySchema } from "@/lib/contracts/api-keys";
+import { UsageResponse } from "@/lib/contracts/usage";
+import { createApiKey } from "@/lib/services/api-keys";
 import { AddSampleBody, PipelineSchema, SampleSchema } from "@/lib/contracts/pipelines";
 import { createPipeline } from "@/lib/services/pipelines";
 import { setTeamLimits } from "@/lib/services/teams";
@@ -213,7 +215,11 @@ describe("a member's limits", () => {
     expect(first.status, first.text).toBe(200);
     const second = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
     expect(second.status).toBe(429);
-    expect(second.json.error.message).toMatch(/^Your dashboard session used its 10 tokens of the last minute/);
+    expect(second.json.error.message).toMatch(/^Your dashboard session used its 10 tokens of the last minute/); // Its usage is the dashboard's (key ""), not a key named after the member's user id.
+    const { secret } = await createApiKey(db().db, { teamId: team.id, kind: "api", name: "usage" });
+    const byKey = async () => UsageResponse.parse((await client(secret).get("/v1/usage?groupBy=key")).json).data;
+    await expect.poll(async () => (await byKey()).length, { timeout: 10_000 }).toBe(1);
+    expect((await byKey())[0]).toMatchObject({ key: "", requests: 1 });
   });
 });
 
