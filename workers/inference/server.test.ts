@@ -149,6 +149,30 @@ describe("internal inference server", () => {
     expect(await client.leftUsage("req-never-sent", 100)).toBeNull();
   });
 
+  it("keeps what a generation used for a client that leaves after it ended, its last events unread", async () => {
+    // A slow reader: the generation runs on (its events wait for the reader) and has ended when
+    // the client leaves; before, nothing was kept, and the app charged such a client nothing.
+    await scheduler.whenIdle();
+    const controller = new AbortController();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    const events = client
+      .stream(
+        { prompt: "The city was quiet", max_tokens: 200, seed: 2, logit_bias: noEos },
+        { signal: controller.signal, requestId: "req-slow-reader" },
+      )
+      [Symbol.asyncIterator]();
+    expect((await events.next()).done).toBe(false);
+    await scheduler.whenIdle(); // ended, all but the first event unread
+    controller.abort();
+    await events.return?.(undefined).catch(() => {});
+    const prompt = scheduler.model.tokenizer.encode("The city was quiet").length;
+    expect(await client.leftUsage("req-slow-reader")).toEqual({
+      prompt_tokens: prompt,
+      completion_tokens: 200,
+      total_tokens: prompt + 200,
+    });
+  });
+
   it("a client that disconnects during a non-streamed generate cancels it too", async () => {
     await scheduler.whenIdle();
     const before = scheduler.model.stats.forwardCalls;

@@ -7,7 +7,8 @@
 //   POST /generate-stream  JSON GenerationRequest → 200 application/x-ndjson: one
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
-//   GET  /usage/:requestId {"usage":{prompt_tokens,…}}: what a generation its client left had used
+//   GET  /usage/:requestId {"usage":{prompt_tokens,…}}: what a generation used (kept a minute), for
+//        the app to charge one whose client left
 //                          by then (kept a minute, by the x-request-id it came with), so that the
 //                          app charges it to the key; 404 when there is none (yet)
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
@@ -78,15 +79,17 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
 
   let inFlight = 0;
   let drained: (() => void) | undefined;
-  // Generations whose client left, by request id: what they had used (a Map keeps insertion
-  // order, so the oldest go first past the limit).
-  const leftUsage = new Map<string, { usage: GenerationUsage; at: number }>();
-  const keepLeft = (requestId: string, usage: GenerationUsage) => {
-    leftUsage.delete(requestId);
-    leftUsage.set(requestId, { usage, at: Date.now() });
-    for (const [id, v] of leftUsage) {
-      if (leftUsage.size <= LEFT_USAGE_MAX && Date.now() - v.at < LEFT_USAGE_MS) break;
-      leftUsage.delete(id);
+  // What each generation used, by request id, for the app to charge one whose client left (a Map
+  // keeps insertion order, so the oldest go first past the limit). Every generation's, not only
+  // those this server saw cut short: a client that reads slowly leaves after the generation has
+  // ended, its last events still on their way (here, in the socket or in the app).
+  const keptUsage = new Map<string, { usage: GenerationUsage; at: number }>();
+  const keepUsage = (requestId: string, usage: GenerationUsage) => {
+    keptUsage.delete(requestId);
+    keptUsage.set(requestId, { usage, at: Date.now() });
+    for (const [id, v] of keptUsage) {
+      if (keptUsage.size <= LEFT_USAGE_MAX && Date.now() - v.at < LEFT_USAGE_MS) break;
+      keptUsage.delete(id);
     }
   };
   const server = createServer((req, res) => {
@@ -128,9 +131,9 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
       return json(res, 200, await opts.metrics.getMetricsAsJSON());
     }
     if (req.method === "GET" && url.pathname.startsWith("/usage/")) {
-      const left = leftUsage.get(decodeURIComponent(url.pathname.slice("/usage/".length)));
+      const left = keptUsage.get(decodeURIComponent(url.pathname.slice("/usage/".length)));
       if (!left || Date.now() - left.at >= LEFT_USAGE_MS)
-        return send(res, httpError(404, "invalid_request", "no generation left by its client under that request id"));
+        return send(res, httpError(404, "invalid_request", "no generation under that request id in the last minute"));
       return json(res, 200, { usage: left.usage });
     }
     const streaming = url.pathname === "/generate-stream";
@@ -191,17 +194,21 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
       },
       Math.max(50, Math.floor(keepAliveMs / 2)),
     );
+    let used: GenerationUsage | undefined; // once the generation has ended
     try {
       if (!streaming) {
         const model = (body.value as { model?: unknown } | null)?.model;
         const result = await collectResult(events, typeof model === "string" ? model : (opts.engine.models[0] ?? ""));
+        used = result.usage;
         await write(JSON.stringify(result));
       } else {
-        for await (const event of events) await write(JSON.stringify(event) + "\n");
+        for await (const event of events) {
+          if (event.type === "done") used = event.usage;
+          await write(JSON.stringify(event) + "\n");
+        }
       }
     } catch (e) {
-      const used = (e as { usage?: GenerationUsage }).usage;
-      if (controller.signal.aborted && used && requestId !== "-") keepLeft(requestId, used);
+      used ??= (e as { usage?: GenerationUsage }).usage; // what a cancelled generation had used
       if (!controller.signal.aborted) {
         if (toHttpError(e).status >= 500) log(`${requestId}: generation failed`, e);
         const error = toHttpError(e).body.error;
@@ -209,6 +216,7 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
       }
     } finally {
       clearInterval(keepAlive);
+      if (used && requestId !== "-") keepUsage(requestId, used);
     }
     res.end();
   }
