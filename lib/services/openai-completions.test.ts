@@ -87,6 +87,20 @@ describe("pieces", () => {
       text_offset: [3, 5],
     });
     expect(textLogprobs(tokens, 0, 0).top_logprobs).toEqual([{ ab: -2 }, { c: -0.25 }]);
+    // Tokens named like an object's own properties (code models meet them) are tokens like any other.
+    const named: GeneratedTokenLogprobs = {
+      token_id: 1,
+      token: "constructor",
+      logprob: -0.1,
+      top_logprobs: [
+        { token: "__proto__", token_id: 2, logprob: -0.2 },
+        { token: "toString", token_id: 3, logprob: -0.3 },
+      ],
+    };
+    const [top] = textLogprobs([{ text: "constructor", entry: named }], 0, 2).top_logprobs;
+    expect(JSON.parse(JSON.stringify(top))).toEqual(
+      JSON.parse('{"__proto__":-0.2,"toString":-0.3,"constructor":-0.1}'),
+    );
     expect(chatLogprobs([{ text: "é", entry: lp("é", -1) }], 1)).toEqual({
       content: [
         { token: "é", logprob: -1, bytes: [0xc3, 0xa9], top_logprobs: [{ token: "a", logprob: -0.5, bytes: [97] }] },

@@ -112,10 +112,12 @@ export function textLogprobs(tokens: AlignedToken[], offset: number, k: number):
   for (const t of tokens) {
     out.tokens.push(t.text);
     out.token_logprobs.push(t.entry.logprob);
-    const top: Record<string, number> = {};
-    for (const alt of t.entry.top_logprobs.slice(0, k)) if (!(alt.token in top)) top[alt.token] = alt.logprob;
+    // Keyed by token text: no prototype, so "constructor" or "__proto__" is a token like any other.
+    const top: Record<string, number> = Object.create(null);
+    for (const alt of t.entry.top_logprobs.slice(0, k))
+      if (!Object.hasOwn(top, alt.token)) top[alt.token] = alt.logprob;
     // OpenAI always includes the chosen token (so up to k + 1 entries).
-    if (!(t.entry.token in top)) top[t.entry.token] = t.entry.logprob;
+    if (!Object.hasOwn(top, t.entry.token)) top[t.entry.token] = t.entry.logprob;
     out.top_logprobs.push(top);
     out.text_offset.push(offset);
     offset += t.text.length;
