@@ -42,6 +42,7 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
     const startedAt = performance.now();
     let teamId: string | undefined;
     let res: Response;
+    let limitHeaders: Record<string, string> = {};
     try {
       const handle = getDb();
       const principal =
@@ -49,7 +50,7 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
           ? await authenticateKey(handle.db, req.headers.get("authorization"), "api")
           : undefined;
       teamId = principal?.team.id;
-      const limitHeaders = principal ? takeRequest(principal.key.id, teamLimits(principal.team)) : {};
+      if (principal) limitHeaders = takeRequest(principal.key.id, teamLimits(principal.team));
       const key = options.idempotent ? idempotencyKeyOf(req.headers.get("idempotency-key")) : undefined;
       const { raw, value: body } = await bodyOf(req, options.body);
       const params = await routeParams(context);
@@ -69,6 +70,8 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
       }
     } catch (err) {
       res = errorResponse(err, requestId);
+      // Every answer of a limited route has the requests-per-minute limit's RateLimit-* headers.
+      for (const [k, v] of Object.entries(limitHeaders)) res.headers.set(k, v);
     }
     return observeResponse(req, context, { requestId, startedAt, teamId }, res);
   };

@@ -96,6 +96,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     };
     res.once("finish", observe);
     const controller = abortWhenClientLeaves(res);
+    let limitHeaders: Record<string, string> = {};
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
@@ -107,7 +108,8 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       // A stream (or a long generation) ends when its key is revoked, not only new requests.
       const { signal, unwatch } = abortOnRevoke(handle.sql, principal.key, startedAt, controller.signal);
       res.once("close", unwatch);
-      setHeaders(res, takeRequest(principal.key.id, teamLimits(principal.team)));
+      limitHeaders = takeRequest(principal.key.id, teamLimits(principal.team));
+      setHeaders(res, limitHeaders);
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
       const raw = options.body
         ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
@@ -131,7 +133,8 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       await send(req, res, result.status, result.json, requestId);
     } catch (err) {
       const { status, body, headers } = errorPayload(err, requestId);
-      setHeaders(res, headers ?? {});
+      // The RateLimit-* headers stay the requests-per-minute limit's (a token budget's 429 has its own).
+      setHeaders(res, headers ?? {}, limitHeaders);
       if (!req.complete) discardRest(req);
       await send(req, res, status, JSON.stringify(body), requestId);
     }

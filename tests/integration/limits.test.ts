@@ -47,7 +47,7 @@ describe("rate limits and quotas", () => {
   it("bounds a model key's concurrent generations and tokens per minute", async () => {
     const team = await makeTeam();
     const dep = await makeDeployment(team);
-    await limit(team.id, { concurrentStreams: 1, tokensPerMinute: 40 });
+    await limit(team.id, { concurrentStreams: 1, tokensPerMinute: 40, requestsPerMinute: 100 });
     // A stream holds the key's one slot until it ends.
     const open = await fetch(dep.url, {
       method: "POST",
@@ -63,11 +63,27 @@ describe("rate limits and quotas", () => {
     expect(spent.status).toBe(429);
     expect(spent.json.error.message).toMatch(/used its 40 tokens/);
     expect(Number(spent.headers.get("retry-after"))).toBeGreaterThan(1);
+    // RateLimit-* stay the requests-per-minute limit's, as documented (the hosted API's too).
+    expect(spent.headers.get("ratelimit-limit")).toBe("100");
+    const chat = (max_tokens: number) =>
+      client(team.apiKey).post("/v1/chat/completions", {
+        model: dep.name,
+        messages: [{ role: "user", content: "Tell me a story" }], // no EOS in its first 300 tokens
+        max_tokens,
+        temperature: 0,
+      });
+    expect((await chat(60)).status).toBe(200);
+    const chatSpent = await chat(2);
+    expect(chatSpent.status).toBe(429);
+    expect(chatSpent.json.error.message).toMatch(/used its 40 tokens/);
+    expect(Number(chatSpent.headers.get("retry-after"))).toBeGreaterThan(1);
+    expect(chatSpent.headers.get("ratelimit-limit")).toBe("100");
+    expect(Number(chatSpent.headers.get("ratelimit-remaining"))).toBeGreaterThan(90);
   });
 
   it("refuses a team's dataset past its packaging quota", async () => {
     const team = await makeTeam();
-    await limit(team.id, { datasetJobs: 1 });
+    await limit(team.id, { datasetJobs: 1, requestsPerMinute: 100 });
     const api = client(team.apiKey);
     const pipeline = (await api.post("/v1/pipelines/create", { name: "p" })).json.id as string;
     // One dataset being packaged (leased by a worker for the next hour).
@@ -79,6 +95,7 @@ describe("rate limits and quotas", () => {
     expect(refused.status).toBe(429);
     expect(refused.json.error.message).toMatch(/datasets being packaged \(limit 1\)/);
     expect(refused.headers.get("retry-after")).toBe("10");
+    expect(refused.headers.get("ratelimit-limit")).toBe("100"); // an App Router route's refusal too
     // Another team is not held up by it.
     const other = client((await makeTeam()).apiKey);
     const otherPipeline = (await other.post("/v1/pipelines/create", { name: "p" })).json.id as string;
