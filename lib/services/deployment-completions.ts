@@ -164,7 +164,9 @@ export async function openStreamOnDeployment(
     throw err;
   }
   const capture = call.capture;
-  return metered(events, startedAt, !call.collected, call.signal, (outcome, choices) => {
+  // The first token is the first generated text: with `echo`, what follows the echoed prompt.
+  const firstToken = call.collected ? null : { startedAt, after: params.echo ? (params.prompt?.length ?? 0) : 0 };
+  return metered(events, firstToken, call.signal, (outcome, choices) => {
     endLeft(outcome, { worker, used: events.used }, call.requestId, end);
     // Only a stream that finished is captured: an abandoned or failed one stores nothing.
     if (capture && outcome.status === "ok")
@@ -182,24 +184,26 @@ export async function openStreamOnDeployment(
   });
 }
 
+/** When the first token is timed from, and how many characters of each choice come before it. */
+type FirstToken = { startedAt: number; after: number } | null;
+
 /**
  * The events as they come (in the groups they came in); when the stream ends (done, failed or
- * abandoned), `end` learns how, with each choice's text and finish as far as they came.
+ * abandoned), `end` learns how, with each choice's text and finish as far as they came, and the
+ * time to the first token (null `firstToken`: not timed).
  */
-function metered(
+export function metered(
   events: AsyncIterable<GenerationStreamEvent>,
-  startedAt: number,
-  timeFirstToken: boolean,
+  firstToken: FirstToken,
   signal: AbortSignal | undefined,
   end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): GenerationEvents {
-  return batchedEvents(meteredGroups(events, startedAt, timeFirstToken, signal, end));
+  return batchedEvents(meteredGroups(events, firstToken, signal, end));
 }
 
 async function* meteredGroups(
   events: AsyncIterable<GenerationStreamEvent>,
-  startedAt: number,
-  timeFirstToken: boolean,
+  firstToken: FirstToken,
   signal: AbortSignal | undefined,
   end: (outcome: CompletionOutcome, choices: FinishedChoice[]) => void,
 ): AsyncIterable<GenerationStreamEvent[]> {
@@ -214,8 +218,10 @@ async function* meteredGroups(
     for await (const group of eventBatches(events)) {
       for (const e of group) {
         if (e.type === "delta") {
-          if (timeFirstToken && outcome.ttftMs === undefined && e.text) outcome.ttftMs = performance.now() - startedAt;
-          choice(e.index).text += e.text;
+          const c = choice(e.index);
+          c.text += e.text;
+          if (firstToken && outcome.ttftMs === undefined && c.text.length > firstToken.after)
+            outcome.ttftMs = performance.now() - firstToken.startedAt;
         } else if (e.type === "finish") {
           const c = choice(e.index);
           c.finish_reason = e.finish_reason;
