@@ -1,5 +1,6 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { listDatasets, toDatasetDto } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -7,3 +8,5 @@ export const dynamic = "force-dynamic";
 export const GET = sessionRoute({}, async ({ handle, session }) =>
   (await listDatasets(handle.db, session.team.id)).map((d) => toDatasetDto(d, session.team.slug)),
 );
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -7,6 +7,7 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { refusedUpstream } from "@/lib/net/upstream-hosts";
 import { createDeployment, listDeploymentDtos, toDeploymentDto } from "@/lib/services/deployments";
 import { deploymentStates } from "@/lib/services/deployment-state";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -48,3 +49,5 @@ function assertTeamModel(model: string, folders: readonly string[]): void {
     "model",
   );
 }
+
+export const { PUT, PATCH, DELETE } = otherMethods("GET", "POST");

@@ -4,6 +4,7 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { createApiKey, listApiKeys } from "@/lib/services/api-keys";
 import { listDeployments } from "@/lib/services/deployments";
 import { toApiKeyDto } from "@/lib/ui/api-key-dto";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -28,3 +29,5 @@ export const POST = sessionRoute({ body: CreateKeyBody }, async ({ handle, sessi
   const [row] = (await listApiKeys(handle.db, session.team.id)).filter((k) => k.id === key.id);
   return Response.json({ key: toApiKeyDto(row!), secret }, { status: 201, headers: { "cache-control": "no-store" } });
 });
+
+export const { PUT, PATCH, DELETE } = otherMethods("GET", "POST");

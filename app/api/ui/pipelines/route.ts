@@ -1,6 +1,7 @@
 import { CreatePipelineBody } from "@/lib/contracts/pipelines";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createPipeline, listPipelines, toPipelineDto } from "@/lib/services/pipelines";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -11,3 +12,5 @@ export const GET = sessionRoute({}, async ({ handle, session }) =>
 export const POST = sessionRoute({ body: CreatePipelineBody }, async ({ handle, session, body }) =>
   toPipelineDto(await createPipeline(handle.db, { teamId: session.team.id, name: body.name })),
 );
+
+export const { PUT, PATCH, DELETE } = otherMethods("GET", "POST");

@@ -3,6 +3,7 @@ import { clientAddress } from "@/lib/http/client-address";
 import { sessionRoute } from "@/lib/http/session-route";
 import { takeSignUp } from "@/lib/limits";
 import { signUp } from "@/lib/services/users";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -15,3 +16,5 @@ export const POST = sessionRoute({ auth: "none", body: SignUpBody }, async ({ re
     { status: 201 },
   );
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

@@ -4,6 +4,7 @@ import { TEAM_COOKIE } from "@/lib/auth/session";
 import { env } from "@/lib/env";
 import { notFound } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -22,3 +23,5 @@ export const POST = sessionRoute({ body: Body }, async ({ body, session }) => {
   });
   return { team: { id: team.id, slug: team.slug, name: team.name } };
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

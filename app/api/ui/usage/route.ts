@@ -2,6 +2,7 @@ import { UsageQuery } from "@/lib/contracts/usage";
 import { validated } from "@/lib/http/route-parts";
 import { sessionRoute } from "@/lib/http/session-route";
 import { usageDashboard } from "@/lib/services/usage";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -10,3 +11,5 @@ export const GET = sessionRoute({}, async ({ req, handle, session }) => {
   const { from, to } = validated(UsageQuery, Object.fromEntries(new URL(req.url).searchParams));
   return usageDashboard(handle.db, { teamId: session.team.id, from, to });
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

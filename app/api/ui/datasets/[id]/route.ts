@@ -1,6 +1,7 @@
 import { blobStore } from "@/lib/blob";
 import { sessionRoute } from "@/lib/http/session-route";
 import { deleteDataset, getDataset, toDatasetDto } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -15,3 +16,5 @@ export const DELETE = sessionRoute({ role: "owner", action: "delete datasets" },
     session.team.slug,
   ),
 );
+
+export const { POST, PUT, PATCH } = otherMethods("GET", "DELETE");

@@ -1,5 +1,6 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { deleteDeployment } from "@/lib/services/deployments";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -11,3 +12,5 @@ export const DELETE = sessionRoute(
     return { id: d.id, name: d.name, deleted: true };
   },
 );
+
+export const { GET, POST, PUT, PATCH } = otherMethods("DELETE");

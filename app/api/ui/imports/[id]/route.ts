@@ -1,5 +1,6 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { getImport, toImportDto } from "@/lib/services/imports";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -7,3 +8,5 @@ export const dynamic = "force-dynamic";
 export const GET = sessionRoute({}, async ({ handle, session, params }) =>
   toImportDto(await getImport(handle.db, { teamId: session.team.id, id: params.id! })),
 );
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -4,6 +4,7 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { DownloadQuery } from "@/lib/contracts/datasets";
 import { validated } from "@/lib/http/route-parts";
 import { datasetDownload } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -18,3 +19,5 @@ export const GET = sessionRoute({}, async ({ req, handle, session, params }) => 
   });
   return { url, expiresAt: expiresAt.toISOString() };
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -7,6 +7,7 @@ import { deploymentCapture } from "@/lib/services/capture";
 import { openStreamOnDeployment } from "@/lib/services/deployment-completions";
 import { getDeploymentByName } from "@/lib/services/deployments";
 import { parsePlaygroundSearch } from "@/lib/ui/playground-query";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -42,3 +43,5 @@ export const GET = sessionRoute({}, async ({ req, requestId, handle, session, pa
   });
   return sseResponse(completionStreamFrames(events, requestId), { onCancel: () => upstream.abort() });
 });
+
+export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");

@@ -1,5 +1,6 @@
 import { sessionRoute } from "@/lib/http/session-route";
 import { revokeApiKey } from "@/lib/services/api-keys";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -8,3 +9,5 @@ export const POST = sessionRoute({ role: "owner", action: "revoke keys" }, async
   const key = await revokeApiKey(handle.db, { id: params.id!, teamId: session.team.id });
   return { id: key.id, revokedAt: key.revokedAt!.toISOString() };
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

@@ -3,6 +3,7 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { takeQuerySlot } from "@/lib/limits/team-queries";
 import { getPipeline } from "@/lib/services/pipelines";
 import { countSelection } from "@/lib/services/samples";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -16,3 +17,5 @@ export const POST = sessionRoute({ body: SelectionBody }, async ({ handle, sessi
     release();
   }
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

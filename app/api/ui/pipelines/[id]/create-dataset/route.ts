@@ -2,6 +2,7 @@ import { CreateDatasetBody } from "@/lib/contracts/datasets";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createTeamDataset } from "@/lib/services/dataset-quota";
 import { toDatasetDto } from "@/lib/services/datasets";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -15,3 +16,5 @@ export const POST = sessionRoute({ body: CreateDatasetBody }, async ({ handle, s
   });
   return Response.json(toDatasetDto(dataset, session.team.slug), { status: 201 });
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

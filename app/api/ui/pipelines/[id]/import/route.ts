@@ -4,6 +4,7 @@ import { invalidRequest } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
 import { createImport, toImportDto } from "@/lib/services/imports";
 import { getPipeline } from "@/lib/services/pipelines";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -19,3 +20,5 @@ export const POST = sessionRoute({}, async ({ req, handle, session, params }) =>
   });
   return Response.json(toImportDto(row), { status: 202 });
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");

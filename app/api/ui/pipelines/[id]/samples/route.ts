@@ -3,6 +3,7 @@ import { sessionRoute } from "@/lib/http/session-route";
 import { takeQuerySlot } from "@/lib/limits/team-queries";
 import { getPipeline } from "@/lib/services/pipelines";
 import { streamSelection } from "@/lib/services/samples";
+import { otherMethods } from "@/lib/http/other-methods";
 
 export const dynamic = "force-dynamic";
 
@@ -26,3 +27,5 @@ export const POST = sessionRoute({ body: UiSamplesPageBody }, async ({ handle, s
   }
   return { samples };
 });
+
+export const { GET, PUT, PATCH, DELETE } = otherMethods("POST");
