@@ -7,7 +7,7 @@ import type { DatasetOptions, SplitName } from "../contracts/dataset-options";
 import { datasets, deployments, type Dataset } from "../db/schema";
 import { conflict, invalidRequest, notFound } from "../errors";
 import { newId } from "../ids";
-import { pipelineNotFound } from "./pipelines";
+import { holdLivePipeline, pipelineNotFound } from "./pipelines";
 import { filteredCount, listedCount, type SelectionBound } from "./selection-query";
 
 /** A selection's filters; absent keys are no filter. */
@@ -67,21 +67,26 @@ export async function createDataset(
   });
   const size = await countFrozenSelection(db, input.pipelineId, input.selection, bound);
   try {
-    const [row] = await db
-      .insert(datasets)
-      .values({
-        id: newId("dataset"),
-        teamId: input.teamId,
-        pipelineId: input.pipelineId,
-        name: input.name,
-        filter: input.selection,
-        options,
-        tokenizerModel,
-        size,
-        untilCreatedAt: bound?.createdAt ?? null,
-        untilSampleId: bound?.sampleId ?? null,
-      })
-      .returning();
+    // The pipeline may have been deleted while the selection was counted: a dataset made after
+    // its deletion FAILed its PROCESSING ones would be packaged from samples being purged.
+    const [row] = await db.transaction(async (tx) => {
+      await holdLivePipeline(tx, { teamId: input.teamId, id: input.pipelineId });
+      return tx
+        .insert(datasets)
+        .values({
+          id: newId("dataset"),
+          teamId: input.teamId,
+          pipelineId: input.pipelineId,
+          name: input.name,
+          filter: input.selection,
+          options,
+          tokenizerModel,
+          size,
+          untilCreatedAt: bound?.createdAt ?? null,
+          untilSampleId: bound?.sampleId ?? null,
+        })
+        .returning();
+    });
     return row!;
   } catch (err) {
     if (isUniqueViolation(err)) throw conflict(`A dataset named '${input.name}' already exists.`, "name");

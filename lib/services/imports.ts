@@ -7,6 +7,7 @@ import type { DbOrTx } from "../db/client";
 import { imports, pipelines, type Import } from "../db/schema";
 import { invalidRequest, notFound, payloadTooLarge } from "../errors";
 import { newId } from "../ids";
+import { holdLivePipeline } from "./pipelines";
 
 /**
  * Imports of JSONL files into a pipeline (docs/api.md "Imports"): the API side. The upload is
@@ -56,11 +57,15 @@ export async function createImport(
   }
   await blobs.put(key, counted(), { contentType: "application/x-ndjson" });
   try {
-    const [row] = await db
-      .insert(imports)
-      .values({ id, teamId: input.teamId, pipelineId: input.pipelineId, blobKey: key, bytes })
-      .returning();
-    return row!;
+    // The pipeline may have been deleted (even purged) during the upload: then 404, file removed.
+    return await db.transaction(async (tx) => {
+      await holdLivePipeline(tx, { teamId: input.teamId, id: input.pipelineId });
+      const [row] = await tx
+        .insert(imports)
+        .values({ id, teamId: input.teamId, pipelineId: input.pipelineId, blobKey: key, bytes })
+        .returning();
+      return row!;
+    });
   } catch (err) {
     await blobs.removePrefix(importBlobPrefix(id)).catch(() => {});
     throw err;

@@ -86,6 +86,17 @@ export async function updatePipeline(
   return getPipeline(db, input);
 }
 
+/**
+ * In a transaction: the team's pipeline must be live, and stays so until the transaction ends
+ * (FOR SHARE waits for, and holds off, deletePipeline's update): a row made for it meanwhile is
+ * either refused here or dealt with by the deletion (FAILED datasets and imports). 404 otherwise.
+ */
+export async function holdLivePipeline(tx: DbOrTx, input: { teamId: string; id: string }): Promise<void> {
+  const found = await tx.execute(sql`
+    select id from pipelines where id = ${input.id} and team_id = ${input.teamId} and deleted_at is null for share`);
+  if (found.length === 0) throw pipelineNotFound(input.id);
+}
+
 export function pipelineNotFound(id: string) {
   return notFound(`No pipeline with id '${id}'.`, "id");
 }
