@@ -9,7 +9,7 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import { hubOptionsFromEnv, snapshotDir, type HubOptions } from "./model/hub/hub-config";
-import { loadModel, type LoadModelOptions } from "./model/load-model";
+import { loadModel, loadTokenizer, type LoadModelOptions } from "./model/load-model";
 import { modelDtypes } from "./model/model-dtypes";
 import type { LoadProgress } from "./model/progress";
 import { startHubServer } from "./testing/hub-server";
@@ -83,6 +83,30 @@ describe("hub downloads", () => {
     ).toBe(true);
     await m.dispose();
     expect(await greedy("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).toBe(await greedy(tiny, { dtype: "q4" }));
+  });
+
+  it("a tokenizer alone (counting a dataset's tokens) fetches its files only, and none once a dtype is cached", async () => {
+    const cacheDir = await newCache();
+    const before = server.requests.length;
+    const { dir, tokenizer } = await loadTokenizer("org/tiny", { hub: hub(cacheDir) });
+    expect(tokenizer.encode("The dog sleeps").length).toBeGreaterThan(0);
+    const fetched = since(before).map((r) => r.path);
+    expect(fetched.some((p) => p.includes(".onnx"))).toBe(false); // before: the graph and its weights
+    expect(fetched.some((p) => p.endsWith("/tokenizer.json"))).toBe(true);
+    expect(existsSync(path.join(dir, "onnx"))).toBe(false);
+    // Cached: no request. A model downloaded in some dtype has the tokenizer already.
+    const again = server.requests.length;
+    await loadTokenizer("org/tiny", { hub: hub(cacheDir) });
+    expect(server.requests.length).toBe(again);
+    const other = await newCache();
+    await (await load("org/tiny", { dtype: "q4", hub: hub(other) })).dispose();
+    const afterModel = server.requests.length;
+    await loadTokenizer("org/tiny", { hub: hub(other, { offline: true }) });
+    expect(server.requests.length).toBe(afterModel);
+    // Stopped by its signal (a dataset deleted, a worker stopping) without waiting for the files.
+    const stopped = new AbortController();
+    stopped.abort(new Error("dataset deleted"));
+    await expect(loadTokenizer("org/tiny", { hub: hub(await newCache()), signal: stopped.signal })).rejects.toThrow();
   });
 
   it("reuses the cache on restart without a request, also offline; offline without it is a clear error", async () => {

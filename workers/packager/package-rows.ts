@@ -56,7 +56,7 @@ export async function packageRows(
   // garbage: the heap is then held tight.
   let releaseHeap = o.tokenizer ? holdTightHeap() : undefined;
   try {
-    const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!) : undefined;
+    const counter = o.tokenizer ? await tokenCounter(o.tokenizer, job.tokenizerModel!, signal) : undefined;
     const invalid: Partial<Record<InvalidReason, number>> = {};
     const seen = o.dedupe ? new SeenConversations(job.size) : undefined;
     const tally = counter ? new TokenTally() : undefined;
@@ -135,10 +135,11 @@ export async function packageRows(
   }
 }
 
-async function tokenCounter(deployment: string, model: string): Promise<TokenCounter> {
+async function tokenCounter(deployment: string, model: string, signal: AbortSignal): Promise<TokenCounter> {
   try {
-    return await loadTokenCounter(model);
+    return await loadTokenCounter(model, signal);
   } catch (err) {
+    if (signal.aborted) throw signal.reason; // deleted, lease lost, worker stopping: not a failure
     throw new PackagingError(`Could not load the tokenizer of deployment '${deployment}' (${model}).`, { cause: err });
   }
 }

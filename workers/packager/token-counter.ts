@@ -20,13 +20,14 @@ export class TemplateRefusal extends Error {
  * every message with no generation prompt, encoded without adding special tokens (the template
  * writes its own). A model without a template gets the engine's plain `role: content` lines.
  */
-export async function loadTokenCounter(model: string): Promise<TokenCounter> {
+export async function loadTokenCounter(model: string, signal?: AbortSignal): Promise<TokenCounter> {
   // Imported on first use: transformers.js and ONNX Runtime (~150 MB resident) stay out of a
   // worker that never counts tokens, as the engine keeps them out until its first model. The
   // engine's loader gives the same folder (hub ids from its cache) and chat template the
   // deployment generates with; a model without one has the engine's `role: content` lines.
   const { loadTokenizer } = await import("../engine/model/load-model");
-  const { tokenizer } = await loadTokenizer(model);
+  // A hub id downloads the tokenizer's files only (not the weights), stopped by `signal`.
+  const { tokenizer } = await loadTokenizer(model, signal ? { signal } : {});
   const render = (messages: Message[]): string => {
     try {
       // A template reads `content` as a string: a tool-call message without one renders it empty.

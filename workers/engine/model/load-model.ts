@@ -291,7 +291,10 @@ export async function loadTokenizer(
 ): Promise<{ dir: string; tokenizer: PreTrainedTokenizer }> {
   env.allowRemoteModels = false;
   env.allowLocalModels = true;
-  const dir = isLocalPath(id) ? path.resolve(id) : (await downloadModel(id, { dtype: "auto", ...opts })).dir;
+  // A hub id: the tokenizer's files only (a model already downloaded in any dtype has them).
+  const dir = isLocalPath(id)
+    ? path.resolve(id)
+    : (await downloadModel(id, { dtype: "auto", tokenizerOnly: true, ...opts })).dir;
   let tokenizer: PreTrainedTokenizer;
   try {
     tokenizer = await AutoTokenizer.from_pretrained(dir, { local_files_only: true });

@@ -1,6 +1,6 @@
 // Hub ids: the files a model needs for one dtype, downloaded into the cache (DATA_DIR/hub) with
 // progress, and reused as they are on the next start (no request at all) or when offline.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { loadError } from "../../errors";
@@ -21,6 +21,8 @@ const PROGRESS_EVERY_MS = 100;
 
 export interface DownloadOptions {
   dtype: DtypeChoice;
+  /** Only what the tokenizer and chat template need (no graph, no weights): counting tokens. */
+  tokenizerOnly?: boolean;
   onProgress?: (p: LoadProgress) => void;
   signal?: AbortSignal;
   hub?: Partial<HubOptions>;
@@ -42,8 +44,8 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     );
   const { repo, revision } = parsed;
   const dir = snapshotDir(hub.cacheDir, repo, revision);
-  const markerFile = path.join(dir, `.complete-${opts.dtype}.json`);
-  const cached = readMarker(markerFile, dir);
+  const markerFile = path.join(dir, `.complete-${opts.tokenizerOnly ? "tokenizer" : opts.dtype}.json`);
+  const cached = readMarker(markerFile, dir) ?? (opts.tokenizerOnly ? anyDownload(dir) : null);
   if (cached) return { dir, dtype: cached.dtype };
   if (hub.offline)
     throw loadError(
@@ -66,8 +68,15 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
   // config.json first: `auto` may follow its transformers.js_config.dtype.
   await fetchOne("config.json", () => {});
   const config = JSON.parse(readFileSync(path.join(dir, "config.json"), "utf8")) as Record<string, unknown>;
-  const choice = chooseGraph(id, [...byPath.keys()], opts.dtype, config);
-  const wanted = [...REQUIRED_FILES, ...OPTIONAL_FILES.filter((f) => byPath.has(f)), choice.graph, ...choice.data];
+  const choice = opts.tokenizerOnly
+    ? { dtype: "fp32" as const, graph: null, data: [] }
+    : chooseGraph(id, [...byPath.keys()], opts.dtype, config);
+  const wanted = [
+    ...REQUIRED_FILES,
+    ...OPTIONAL_FILES.filter((f) => byPath.has(f)),
+    ...(choice.graph ? [choice.graph] : []),
+    ...choice.data,
+  ];
 
   const progress: FileProgress[] = wanted.map((f) => ({ file: f, done: 0, total: byPath.get(f)!.size }));
   const total = progress.reduce((a, p) => a + p.total, 0);
@@ -97,6 +106,21 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
   const marker: Marker = { dtype: choice.dtype, files: wanted };
   await writeFile(markerFile, JSON.stringify(marker));
   return { dir, dtype: choice.dtype };
+}
+
+/** Any finished download of the model (each holds the tokenizer's files): a tokenizer needs no other. */
+function anyDownload(dir: string): Marker | null {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return null;
+  }
+  for (const name of names) {
+    const m = /^\.complete-.+\.json$/.test(name) ? readMarker(path.join(dir, name), dir) : null;
+    if (m) return m;
+  }
+  return null;
 }
 
 /** A finished download of this dtype: every file it listed is still there. */
