@@ -103,6 +103,7 @@ async function main(): Promise<void> {
   });
   const maintenance = startMaintenance({
     db: handle.db,
+    blobs: blobStore(),
     intervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
     batch: e.DELETE_BATCH_SIZE,
   });

@@ -7,6 +7,7 @@ import type { DatasetOptions, SplitName } from "../contracts/dataset-options";
 import { datasets, deployments, type Dataset } from "../db/schema";
 import { conflict, invalidRequest, notFound } from "../errors";
 import { newId } from "../ids";
+import { logger } from "../observe/log";
 import { holdLivePipeline, pipelineNotFound } from "./pipelines";
 import { filteredCount, listedCount, type SelectionBound } from "./selection-query";
 
@@ -153,8 +154,37 @@ export async function deleteDataset(
     .where(and(eq(datasets.id, input.id), eq(datasets.teamId, input.teamId), isNull(datasets.deletedAt)))
     .returning();
   if (!row) throw datasetNotFound(input.id);
-  await blobs.removePrefix(datasetBlobPrefix(row.id));
+  // The delete stands whatever the blob store says: files it fails to remove now are removed by
+  // the workers' maintenance (sweepDeletedDatasetFiles). Before, the caller got a 500 for a
+  // delete that had been done, and the files stayed for good.
+  await removeDatasetFiles(db, blobs, row.id).catch((err: unknown) =>
+    logger().warn({ err, dataset: row.id }, "dataset files not removed; maintenance will retry"),
+  );
   return row;
+}
+
+/** Removes a deleted dataset's files, then forgets them (so that the sweep passes it over). */
+async function removeDatasetFiles(db: DbOrTx, blobs: BlobStore, id: string): Promise<void> {
+  await blobs.removePrefix(datasetBlobPrefix(id));
+  await db.execute(sql`
+    update datasets set blob_key = null, files = '[]'::jsonb where id = ${id} and deleted_at is not null`);
+}
+
+/** Maintenance: the files of deleted datasets that their delete could not remove; returns how many datasets. */
+export async function sweepDeletedDatasetFiles(db: DbOrTx, blobs: BlobStore, limit = 100): Promise<number> {
+  const rows = await db.execute<{ id: string }>(sql`
+    select id from datasets where deleted_at is not null and (blob_key is not null or files <> '[]'::jsonb)
+    order by deleted_at limit ${limit}`);
+  let removed = 0;
+  for (const { id } of rows) {
+    try {
+      await removeDatasetFiles(db, blobs, id);
+      removed++;
+    } catch (err) {
+      logger().warn({ err, dataset: id }, "deleted dataset's files not removed; retrying at the next run");
+    }
+  }
+  return removed;
 }
 
 /**
