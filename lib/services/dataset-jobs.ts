@@ -95,7 +95,7 @@ export async function renewDatasetLease(
 ): Promise<boolean> {
   const rows = await db.execute(sql`
     update datasets set lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
-                        progress = ${input.progress}, updated_at = now()
+                        progress = least(${input.progress}, size), updated_at = now()
     where ${leaseHeld(input.id, input.owner)}
     returning id`);
   return rows.length > 0;

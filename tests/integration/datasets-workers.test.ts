@@ -13,6 +13,7 @@ import { newId } from "@/lib/ids";
 import { datasetRows, splitSideSql } from "@/lib/services/dataset-jobs";
 import { createDataset, datasetDownload, deleteDataset } from "@/lib/services/datasets";
 import { createPipeline } from "@/lib/services/pipelines";
+import { mergeSampleMetadata } from "@/lib/services/samples";
 import { createTeam } from "@/lib/services/teams";
 import { startS3Server } from "../helpers/s3-server";
 import { scratchDatabase } from "../helpers/scratch-database";
@@ -145,6 +146,28 @@ describe("dataset packaging by worker processes", () => {
     const text = localFile(ready);
     expect(parse(text)).toEqual(lines);
     expect(ready).toMatchObject({ size: 200, progress: 200, bytes: Buffer.byteLength(text), checksum: sha256(text) });
+  });
+
+  it("holds the samples that match when it is packaged: labels added after creation (PATCH) count, and size follows", async () => {
+    const { teamId, pipelineId, lines } = await pipelineOf(6);
+    const ids = (
+      await handle.db.select({ id: samples.id }).from(samples).where(eq(samples.pipelineId, pipelineId))
+    ).map((r) => r.id);
+    const rate = (i: number) => mergeSampleMetadata(handle.db, { teamId, id: ids[i]!, metadata: { rating: "good" } });
+    await rate(0);
+    await rate(2);
+    const selection = { metadata: { rating: "good" } };
+    const d = await createDataset(handle.db, { teamId, pipelineId, name: "rated", selection });
+    expect(d.size).toBe(2);
+    await rate(4); // feedback arrives before a worker packages it
+    await worker();
+    const ready = await waitFor(async () => {
+      const r = await row(d.id);
+      expect(r.status, r.error ?? "").not.toBe("FAILED"); // before: "The selection has 3 samples now, not 2"
+      return r.status === "READY" ? r : undefined;
+    });
+    expect(parse(localFile(ready))).toEqual([lines[0], lines[2], lines[4]]);
+    expect(ready).toMatchObject({ size: 3, progress: 3 });
   });
 
   it("lets two racing workers share the jobs, each dataset packaged by exactly one of them, once", async () => {

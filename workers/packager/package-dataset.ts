@@ -122,12 +122,9 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       if (err instanceof PackagingError || err instanceof LeaseLost) throw err;
       throw new PackagingError("Could not write the dataset file to the blob store.", { cause: err });
     }
-    // Fewer is possible: samples of the selection deleted since its creation (never more: the
-    // selection is frozen at its bound). `size` becomes what was written.
-    if (read > job.size) {
-      await o.blobs.removePrefix(attemptPrefix);
-      throw new PackagingError(`The selection has ${read} samples now, not ${job.size}; it changed while packaging.`);
-    }
+    // The selection is frozen at its bound (no sample added since), but which samples before it
+    // match is read now: fewer when some were deleted since, more or others when their labels
+    // were changed (PATCH, the way feedback is added). `size` becomes what was written.
     abort.abort(); // stop renewing before the final update
     await renewer;
     const published = await completeDataset(o.db, { id: job.id, owner: o.owner, files, stats, progress: read });
