@@ -1,17 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { resetEnvCache } from "../env";
+import { describe, expect, it } from "vitest";
+import { withQuerySlots } from "./testing";
 import { releasingAfter, takeQuerySlot } from "./team-queries";
 
 describe("a team's selection query slots", () => {
-  beforeEach(() => {
-    vi.stubEnv("DB_QUERIES_PER_TEAM", "2");
-    vi.stubEnv("DB_QUERY_WAIT_MS", "200");
-    resetEnvCache();
-  });
-  afterEach(() => {
-    vi.unstubAllEnvs();
-    resetEnvCache();
-  });
+  withQuerySlots(2, 200);
 
   it("run a team's queries two at a time, the next in line when one ends; another team's at once", async () => {
     const a1 = await takeQuerySlot("team-a");

@@ -1,7 +1,7 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withQuerySlots } from "../limits/testing";
 import { datasets } from "../db/schema";
 import { startFeedWorld } from "../db/throwaway";
-import { resetEnvCache } from "../env";
 import { takeQuerySlot } from "../limits/team-queries";
 import { createTeamDataset } from "./dataset-quota";
 import { createPipeline } from "./pipelines";
@@ -14,15 +14,7 @@ beforeAll(async () => {
 afterAll(() => world?.close());
 
 describe("a team's create-dataset", () => {
-  beforeEach(() => {
-    vi.stubEnv("DB_QUERIES_PER_TEAM", "2");
-    vi.stubEnv("DB_QUERY_WAIT_MS", "200");
-    resetEnvCache();
-  });
-  afterEach(() => {
-    vi.unstubAllEnvs();
-    resetEnvCache();
-  });
+  withQuerySlots(2, 200);
 
   it("counts its selection as one of the team's selection queries: it waits its turn, then 429, creating nothing", async () => {
     const { db } = world.app;
