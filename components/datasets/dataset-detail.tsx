@@ -70,6 +70,9 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
           ) : null}
           {s.skipped?.duplicate !== undefined ? <Stat label="Duplicates" value={n(s.skipped.duplicate)} /> : null}
           {s.skipped?.tooLong !== undefined ? <Stat label="Too long" value={n(s.skipped.tooLong)} /> : null}
+          {s.skipped?.template !== undefined ? (
+            <Stat label="Refused by the chat template" value={n(s.skipped.template)} />
+          ) : null}
           {s.tokens ? (
             <>
               <Stat label="Tokens" value={n(s.tokens.total)} />
