@@ -32,6 +32,18 @@ export function newSampleRow(
 }
 
 /**
+ * Each statement that inserts samples holds, until it commits, a shared advisory lock per
+ * pipeline (SAMPLE_WRITERS, hashtext(pipeline id)), taken with the row lock, before created_at
+ * is: a listing finds the writers still in flight in pg_locks, and lists only samples older than
+ * the oldest one's start, so that a sample committed late never lands behind a page already read
+ * (samples.ts, listingHorizon).
+ */
+export const SAMPLE_WRITERS = 0x6c6d70; // "lmp"
+
+const writerLock = (sql: postgres.Sql | postgres.TransactionSql, pipelineId: postgres.PendingQuery<postgres.Row[]>) =>
+  sql`pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(${pipelineId}))`;
+
+/**
  * Inserts rows (one statement: the rows as one JSON array) with their metadata labels; returns the
  * ids it inserted. The pipeline is selected by id *and* team, and must not be deleted, so a row
  * aimed at an unknown, foreign or deleted pipeline inserts nothing. `for key share` locks the
@@ -73,7 +85,8 @@ export function sampleInsertCtes(
         user_id text, group_id text, metadata jsonb, generation jsonb)
       ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
     ), p as (
-      select id, team_id from pipelines where id in (select pipeline_id from r) and deleted_at is null ${gate}
+      select id, team_id, ${writerLock(sql, sql`id`)} as writing from pipelines
+      where id in (select pipeline_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (
       insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation)

@@ -11,7 +11,7 @@ import { newId } from "../ids";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { signedUrl } from "../signing";
 import { pipelineNotFound } from "./pipelines";
-import { insertSampleRows, newSampleRow, type NewSample } from "./sample-rows";
+import { insertSampleRows, newSampleRow, SAMPLE_WRITERS, type NewSample } from "./sample-rows";
 import { afterSample, filteredCount, listedCount, selectionRows, textArray, whereOf } from "./selection-query";
 
 /**
@@ -136,7 +136,11 @@ export async function* streamSelection(
 ): AsyncGenerator<SampleDto & { generation?: GenerationFacts | null }> {
   // A sampled selection picks its rows again for each batch: fewer, larger batches.
   const batch = input.batch ?? (input.selection.sample ? 10_000 : 500);
-  const src = selectionRows(input.pipelineId, input.selection, { withSamples: true });
+  const horizon = await listingHorizon(db, input.pipelineId);
+  const src = selectionRows(input.pipelineId, input.selection, {
+    withSamples: true,
+    bound: { createdAt: horizon, sampleId: "" }, // before the horizon (no id is "")
+  });
   let remaining = input.selection.limit ?? Number.POSITIVE_INFINITY;
   // created_at travels as text: a JS Date would drop the microseconds and break the keyset.
   // A cursor (`after`) starts the keyset at its sample: a deep page reads what the first one does.
@@ -164,6 +168,28 @@ export async function* streamSelection(
     after = { createdAt: last.created_at_text, id: last.id };
     remaining -= rows.length;
   }
+}
+
+/**
+ * Where a listing of the pipeline stops: the start of the oldest transaction still inserting
+ * samples into it (its samples, and any later one's, have created_at past it), else now. A sample
+ * commits after it got its created_at: an import chunk or an add-batch of 1,000 takes a while,
+ * and a single add made meanwhile commits first. Listed up to now, that add moved a client's
+ * cursor past the chunk's samples, which then never appeared on any page. Left out now, they
+ * come on the next page once committed. (In a statement of its own, before the rows are read: a
+ * writer that commits in between either held its lock when pg_locks was read, or took it after
+ * this statement began, so its samples are past statement_timestamp().)
+ */
+async function listingHorizon(db: DbOrTx, pipelineId: string): Promise<string> {
+  const [row] = await db.execute<{ horizon: string }>(sql`
+    select least(
+      statement_timestamp(),
+      (select min(a.xact_start) from pg_locks l join pg_stat_activity a on a.pid = l.pid
+        where l.locktype = 'advisory' and l.granted and l.pid <> pg_backend_pid()
+          and l.classid = ${SAMPLE_WRITERS}::oid and l.objid = (hashtext(${pipelineId})::bigint & 4294967295)::oid
+          and l.objsubid = 2)
+    )::text as horizon`);
+  return row!.horizon;
 }
 
 /** A position in selection order: the sample a cursor names. */
