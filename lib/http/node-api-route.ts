@@ -69,7 +69,8 @@ type Handler<B extends z.ZodType | undefined> = (ctx: {
   principal: KeyPrincipal;
   /**
    * Aborted when the client goes away before the answer is complete (an AbortError), or when
-   * the key is revoked meanwhile (its reason then the 401 to report).
+   * the key is revoked meanwhile (its reason then the 401 to report). Reading it starts the
+   * key's watch: a handler that does not need it leaves it unread.
    */
   signal: AbortSignal;
 }) => Promise<unknown>;
@@ -105,9 +106,6 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       const handle = getDb();
       const principal = await authenticateKey(handle.db, req.headers.authorization, "api");
       teamId = principal.team.id;
-      // A stream (or a long generation) ends when its key is revoked, not only new requests.
-      const { signal, unwatch } = abortOnRevoke(handle.sql, principal.key, startedAt, controller.signal);
-      res.once("close", unwatch);
       limitHeaders = takeRequest(principal.key.id, teamLimits(principal.team));
       setHeaders(res, limitHeaders);
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
@@ -116,7 +114,27 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
       const params = storableParams(pagesParams(req));
-      const run = () => handler({ req, requestId, handle, params, body: body as never, principal, signal });
+      // A generation (streamed or long) ends when its key is revoked, not only new requests. The
+      // key is watched only for handlers that take the signal: an add does not pay for it.
+      let revocable: AbortSignal | undefined;
+      const signal = () => {
+        if (revocable) return revocable;
+        const watched = abortOnRevoke(handle.sql, principal.key, startedAt, controller.signal);
+        res.once("close", watched.unwatch);
+        return (revocable = watched.signal);
+      };
+      const run = () =>
+        handler({
+          req,
+          requestId,
+          handle,
+          params,
+          body: body as never,
+          principal,
+          get signal() {
+            return signal();
+          },
+        });
       const status = options.status ?? 200;
       if (!options.idempotent) {
         const answer = await run();
