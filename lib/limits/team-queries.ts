@@ -52,6 +52,16 @@ export async function takeQuerySlot(teamId: string): Promise<() => void> {
   return release;
 }
 
+/** `run()` in one of `teamId`'s selection query slots, released however it ends. */
+export async function withQuerySlot<T>(teamId: string, run: () => Promise<T>): Promise<T> {
+  const release = await takeQuerySlot(teamId);
+  try {
+    return await run();
+  } finally {
+    release();
+  }
+}
+
 const busy = (limit: number) =>
   rateLimited(`Your team already has ${limit} selection queries running; retry when one ends.`, {
     "retry-after": "1",

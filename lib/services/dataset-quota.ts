@@ -3,7 +3,7 @@ import type { DbOrTx } from "../db/client";
 import type { Dataset, Team } from "../db/schema";
 import { rateLimited } from "../errors";
 import { teamLimits } from "../limits";
-import { takeQuerySlot } from "../limits/team-queries";
+import { withQuerySlot } from "../limits/team-queries";
 import { createDataset } from "./datasets";
 
 /**
@@ -34,11 +34,8 @@ export async function createTeamDataset(
   team: Pick<Team, "id" | "limits">,
   input: Omit<Parameters<typeof createDataset>[1], "teamId">,
 ): Promise<Dataset> {
-  const release = await takeQuerySlot(team.id);
-  try {
+  return withQuerySlot(team.id, async () => {
     await assertDatasetQuota(db, team.id, teamLimits(team).datasetJobs);
-    return await createDataset(db, { ...input, teamId: team.id });
-  } finally {
-    release();
-  }
+    return createDataset(db, { ...input, teamId: team.id });
+  });
 }
