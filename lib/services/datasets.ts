@@ -8,7 +8,7 @@ import { datasets, deployments, type Dataset } from "../db/schema";
 import { conflict, invalidRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import { logger } from "../observe/log";
-import { holdLivePipeline, pipelineNotFound } from "./pipelines";
+import { holdLivePipeline } from "./pipelines";
 import { filteredCount, listedCount, type SelectionBound } from "./selection-query";
 
 /** A selection's filters; absent keys are no filter. */
@@ -56,11 +56,7 @@ export async function createDataset(
   const options = input.options ?? { format: "jsonl", compression: "none", dedupe: false };
   const tokenizerModel = options.tokenizer ? await tokenizerModelOf(db, input.teamId, options.tokenizer) : null;
   const bound = await db.transaction(async (tx): Promise<SelectionBound> => {
-    const found = await tx.execute(
-      sql`select id from pipelines where id = ${input.pipelineId} and team_id = ${input.teamId} and deleted_at is null
-          for update`,
-    );
-    if (found.length === 0) throw pipelineNotFound(input.pipelineId);
+    await holdLivePipeline(tx, { teamId: input.teamId, id: input.pipelineId }, "update");
     const [last] = await tx.execute<{ created_at: string; id: string }>(sql`
       select created_at::text as created_at, id from samples where pipeline_id = ${input.pipelineId}
       order by created_at desc, id desc limit 1`);

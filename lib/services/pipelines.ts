@@ -89,11 +89,17 @@ export async function updatePipeline(
 /**
  * In a transaction: the team's pipeline must be live, and stays so until the transaction ends
  * (FOR SHARE waits for, and holds off, deletePipeline's update): a row made for it meanwhile is
- * either refused here or dealt with by the deletion (FAILED datasets and imports). 404 otherwise.
+ * either refused here or dealt with by the deletion (FAILED datasets and imports). `for update`
+ * also waits for the adds in flight (they hold it `for key share`). 404 otherwise.
  */
-export async function holdLivePipeline(tx: DbOrTx, input: { teamId: string; id: string }): Promise<void> {
+export async function holdLivePipeline(
+  tx: DbOrTx,
+  input: { teamId: string; id: string },
+  lock: "share" | "update" = "share",
+): Promise<void> {
   const found = await tx.execute(sql`
-    select id from pipelines where id = ${input.id} and team_id = ${input.teamId} and deleted_at is null for share`);
+    select id from pipelines where id = ${input.id} and team_id = ${input.teamId} and deleted_at is null
+    for ${sql.raw(lock)}`);
   if (found.length === 0) throw pipelineNotFound(input.id);
 }
 
