@@ -7,8 +7,9 @@ import { applyRetention, purgeDeletedPipelines, sweepIdempotencyKeys } from "@/l
 /**
  * The worker's maintenance, every `intervalSeconds` (and once at start): the samples of deleted
  * pipelines, then retention (samples older than their pipeline's retentionDays), then expired
- * idempotency keys, then the files of deleted datasets that their delete could not remove. Each is batches of short transactions (lib/services/maintenance.ts), so
- * nothing waits on it for long; workers running it at once skip each other's rows.
+ * idempotency keys, then the files of deleted datasets that their delete could not remove. Each
+ * is batches of short transactions (lib/services/maintenance.ts), so nothing waits on it for
+ * long; workers running it at once skip each other's rows.
  */
 export function startMaintenance(o: {
   db: DbOrTx;

@@ -23,7 +23,7 @@ export function isLocalAddress(address: string): boolean {
  */
 export async function refusedUpstream(url: string, allowed: readonly string[]): Promise<string | null> {
   if (allowedUpstream(url, allowed)) return null;
-  const host = hostOf(url);
+  const host = hostOf(new URL(url));
   let addresses: string[];
   try {
     addresses = isIP(host) ? [host] : (await lookup(host, { all: true })).map((r) => r.address);
@@ -37,20 +37,20 @@ export async function refusedUpstream(url: string, allowed: readonly string[]): 
     : null;
 }
 
-const hostOf = (url: string) => new URL(url).hostname.replace(/^\[|\]$/g, "").toLowerCase();
+const hostOf = (u: URL) => u.hostname.replace(/^\[|\]$/g, "").toLowerCase();
 
 /** Whether the operator's UPSTREAM_ALLOWED_HOSTS lists `url`'s host (or host:port). */
 export function allowedUpstream(url: string, allowed: readonly string[]): boolean {
   if (allowed.length === 0) return false;
   const u = new URL(url);
-  const host = hostOf(url);
+  const host = hostOf(u);
   const port = u.port || (u.protocol === "https:" ? "443" : "80");
   return allowed.includes(host) || allowed.includes(`${host}:${port}`);
 }
 
 /** `url`'s host when it is a local IP address (which no lookup sees). */
 export function localLiteral(url: string): string | null {
-  const host = hostOf(url);
+  const host = hostOf(new URL(url));
   return isIP(host) && isLocalAddress(host) ? host : null;
 }
 

@@ -125,17 +125,15 @@ function endLeft(
   requestId: string | undefined,
   end: (o: CompletionOutcome) => void,
 ) {
-  if (outcome.status === "cancelled" && used) {
-    const u = used();
-    return end({ ...outcome, promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens });
-  }
-  if (outcome.status !== "cancelled" || !worker || !requestId) return end(outcome);
+  const charged = (u: GenerationUsage | null) =>
+    end(u ? { ...outcome, promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens } : outcome);
+  if (outcome.status !== "cancelled") return end(outcome);
+  if (used) return charged(used());
+  if (!worker || !requestId) return end(outcome);
   void worker
     .leftUsage(requestId)
     .catch(() => null)
-    .then((used) =>
-      end(used ? { ...outcome, promptTokens: used.prompt_tokens, completionTokens: used.completion_tokens } : outcome),
-    );
+    .then(charged);
 }
 
 /**

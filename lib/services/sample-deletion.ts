@@ -69,21 +69,17 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], reque
         and ${withinBound({ ts: sql`s.created_at`, id: sql`s.id` }, bound)} and ${samplePredicate(sql`s`, d.filter)}) as hit`);
     if (row?.hit) hit.push(d.id);
   }
-  if (hit.length > 0 && !requeue) {
-    await tx.execute(sql`
-      update datasets set contains_deleted_samples = true, updated_at = now()
-      where id = any(${textArray(hit)}) and deleted_at is null`);
-  } else if (hit.length > 0) {
-    await tx.execute(sql`
-      update datasets set
+  if (hit.length === 0) return;
+  const told = requeue
+    ? sql`
         contains_deleted_samples = contains_deleted_samples or status = 'READY',
         attempts = case when status = 'PROCESSING' and lease_owner is not null then greatest(attempts - 1, 0) else attempts end,
         lease_owner = case when status = 'PROCESSING' then null else lease_owner end,
         lease_expires_at = case when status = 'PROCESSING' then null else lease_expires_at end,
-        progress = case when status = 'PROCESSING' then 0 else progress end,
-        updated_at = now()
-      where id = any(${textArray(hit)}) and deleted_at is null`);
-  }
+        progress = case when status = 'PROCESSING' then 0 else progress end`
+    : sql`contains_deleted_samples = true`;
+  await tx.execute(sql`
+    update datasets set ${told}, updated_at = now() where id = any(${textArray(hit)}) and deleted_at is null`);
 }
 
 /** DELETE /v1/samples/:id: 404 for an unknown id, another team's, or one of a deleted pipeline. */

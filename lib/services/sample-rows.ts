@@ -40,9 +40,6 @@ export function newSampleRow(
  */
 export const SAMPLE_WRITERS = 0x6c6d70; // "lmp"
 
-const writerLock = (sql: postgres.Sql | postgres.TransactionSql, pipelineId: postgres.PendingQuery<postgres.Row[]>) =>
-  sql`pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(${pipelineId}))`;
-
 /**
  * Inserts rows (one statement: the rows as one JSON array) with their metadata labels; returns the
  * ids it inserted. The pipeline is selected by id *and* team, and must not be deleted, so a row
@@ -85,7 +82,7 @@ export function sampleInsertCtes(
         user_id text, group_id text, metadata jsonb, generation jsonb)
       ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
     ), p as (
-      select id, team_id, ${writerLock(sql, sql`id`)} as writing from pipelines
+      select id, team_id, pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(id)) as writing from pipelines
       where id in (select pipeline_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (

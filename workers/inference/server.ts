@@ -7,10 +7,9 @@
 //   POST /generate-stream  JSON GenerationRequest → 200 application/x-ndjson: one
 //                          GenerationStreamEvent per line ({"type":"delta"|"finish"|"done"|"error",…});
 //                          the stream ends after "done" (or after an "error" event).
-//   GET  /usage/:requestId {"usage":{prompt_tokens,…}}: what a generation used (kept a minute), for
-//        the app to charge one whose client left
-//                          by then (kept a minute, by the x-request-id it came with), so that the
-//                          app charges it to the key; 404 when there is none (yet)
+//   GET  /usage/:requestId {"usage":{prompt_tokens,…}}: what the generation sent with that
+//                          x-request-id used (kept a minute), for the app to charge one whose
+//                          client left; 404 when there is none (yet)
 //   GET  /health           {"status":"ok","models":[…],"load":{…}}
 //   GET  /metrics          prom-client metrics as JSON (the app serves them at /metrics)
 //
@@ -66,9 +65,9 @@ export interface InferenceServer {
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
-/** How long, and how many, generations left by their clients are kept for GET /usage. */
-const LEFT_USAGE_MS = 60_000;
-const LEFT_USAGE_MAX = 10_000;
+/** How long, and how many, generations' usages are kept for GET /usage. */
+const KEPT_USAGE_MS = 60_000;
+const KEPT_USAGE_MAX = 10_000;
 
 export async function startInferenceServer(opts: InferenceServerOptions): Promise<InferenceServer> {
   if (!opts.secret) throw new Error("startInferenceServer: a secret is required");
@@ -88,7 +87,7 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
     keptUsage.delete(requestId);
     keptUsage.set(requestId, { usage, at: Date.now() });
     for (const [id, v] of keptUsage) {
-      if (keptUsage.size <= LEFT_USAGE_MAX && Date.now() - v.at < LEFT_USAGE_MS) break;
+      if (keptUsage.size <= KEPT_USAGE_MAX && Date.now() - v.at < KEPT_USAGE_MS) break;
       keptUsage.delete(id);
     }
   };
@@ -131,10 +130,10 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
       return json(res, 200, await opts.metrics.getMetricsAsJSON());
     }
     if (req.method === "GET" && url.pathname.startsWith("/usage/")) {
-      const left = keptUsage.get(decodeURIComponent(url.pathname.slice("/usage/".length)));
-      if (!left || Date.now() - left.at >= LEFT_USAGE_MS)
+      const kept = keptUsage.get(decodeURIComponent(url.pathname.slice("/usage/".length)));
+      if (!kept || Date.now() - kept.at >= KEPT_USAGE_MS)
         return send(res, httpError(404, "invalid_request", "no generation under that request id in the last minute"));
-      return json(res, 200, { usage: left.usage });
+      return json(res, 200, { usage: kept.usage });
     }
     const streaming = url.pathname === "/generate-stream";
     if (req.method !== "POST" || (url.pathname !== "/generate" && !streaming)) {
