@@ -113,11 +113,15 @@ export function takeSignUp(address: string | undefined): void {
     takeAttempt(`address:${address}`, env().SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-ups and sign-ins from this address");
 }
 
-/** A sign-in attempt for `email` from `address`: 429 past either limit (per 15 minutes). */
+/**
+ * A sign-in attempt for `email` from `address`: 429 past either limit (per 15 minutes). The
+ * address is taken first: an address past its limit is refused before the account is charged,
+ * so one client cannot spend other people's account attempts (and lock them out) for ever.
+ */
 export function takeSignIn(email: string, address: string | undefined): void {
   const e = env();
-  takeAttempt(`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT, "sign-in attempts");
   if (address) takeAttempt(`address:${address}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-in attempts");
+  takeAttempt(`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT, "sign-in attempts");
 }
 
 /** One attempt in the `key` bucket of sign-ins (per 15 minutes); 429 "Too many `what`" past `limit`. */

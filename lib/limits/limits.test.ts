@@ -98,4 +98,19 @@ describe("limits", () => {
     delete process.env.SIGNIN_ATTEMPTS_PER_ACCOUNT;
     delete process.env.SIGNIN_ATTEMPTS_PER_ADDRESS;
   });
+
+  it("does not let an address past its limit spend another person's account attempts", () => {
+    process.env.SIGNIN_ATTEMPTS_PER_ACCOUNT = "3";
+    process.env.SIGNIN_ATTEMPTS_PER_ADDRESS = "2";
+    resetEnvCache();
+    const tag = Math.random().toString(36).slice(2);
+    const victim = `v-${tag}@x.example`;
+    takeSignIn(`x1-${tag}@x.example`, `evil-${tag}`);
+    takeSignIn(`x2-${tag}@x.example`, `evil-${tag}`);
+    for (let i = 0; i < 10; i++) expect(refusal(() => takeSignIn(victim, `evil-${tag}`)).status).toBe(429);
+    // The victim, from their own address, still has all their attempts.
+    for (let i = 0; i < 2; i++) takeSignIn(victim, `home-${tag}`);
+    delete process.env.SIGNIN_ATTEMPTS_PER_ACCOUNT;
+    delete process.env.SIGNIN_ATTEMPTS_PER_ADDRESS;
+  });
 });
