@@ -36,6 +36,7 @@ export const ID_PREFIXES = {
   import: "imp",
   deployment: "dep",
   worker: "wrk",
+  invite: "inv",
 } as const;
 
 /** Ids are `<prefix>_<20 base36 chars>` (about 103 random bits), e.g. `pipe_k3v9…`. */

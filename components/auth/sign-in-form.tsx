@@ -59,7 +59,10 @@ export function SignInForm({ callbackUrl, notice }: { callbackUrl?: string; noti
       </Button>
       <p className="text-center text-sm text-zinc-500 dark:text-zinc-400">
         New here?{" "}
-        <Link href="/sign-up" className="font-medium text-indigo-600 hover:underline dark:text-indigo-400">
+        <Link
+          href={callbackUrl ? `/sign-up?callbackUrl=${encodeURIComponent(callbackUrl)}` : "/sign-up"}
+          className="font-medium text-indigo-600 hover:underline dark:text-indigo-400"
+        >
           Create an account
         </Link>
       </p>

@@ -5,14 +5,18 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useState } from "react";
 import { SignUpBody } from "@/lib/contracts/users";
+import { safeCallback } from "@/lib/ui/safe-callback";
 import { uiFetch, UiError } from "../api-client";
 import { Button } from "../ui/button";
 import { Field, Input } from "../ui/field";
 import { fieldErrors } from "../ui/form-errors";
 import { ErrorBanner } from "../ui/states";
 
-/** Sign-up validates with the server's own schema, then signs the new user in. */
-export function SignUpForm() {
+/**
+ * Sign-up validates with the server's own schema, then signs the new user in and goes to
+ * `callbackUrl` (a path of this site: an invite link, for one) or the pipelines.
+ */
+export function SignUpForm({ callbackUrl }: { callbackUrl?: string }) {
   const router = useRouter();
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [pending, setPending] = useState(false);
@@ -39,7 +43,7 @@ export function SignUpForm() {
           await uiFetch("/api/ui/sign-up", { body: input });
           const res = await signIn("credentials", { email: input.email, password: input.password, redirect: false });
           if (!res?.ok || res.error) throw new UiError("Your account was created, but signing in failed.", 500);
-          router.push("/pipelines");
+          router.push(safeCallback(callbackUrl));
           router.refresh();
         } catch (err) {
           setPending(false);
@@ -78,7 +82,10 @@ export function SignUpForm() {
       </Button>
       <p className="text-center text-sm text-zinc-500 dark:text-zinc-400">
         Already have an account?{" "}
-        <Link href="/sign-in" className="font-medium text-indigo-600 hover:underline dark:text-indigo-400">
+        <Link
+          href={callbackUrl ? `/sign-in?callbackUrl=${encodeURIComponent(callbackUrl)}` : "/sign-in"}
+          className="font-medium text-indigo-600 hover:underline dark:text-indigo-400"
+        >
           Sign in
         </Link>
       </p>

@@ -11,6 +11,7 @@ const LINKS = [
   { href: "/playground", label: "Playground" },
   { href: "/usage", label: "Usage" },
   { href: "/settings/keys", label: "API keys" },
+  { href: "/settings/members", label: "Members" },
   { href: "/api-reference", label: "API reference" },
 ];
 

@@ -1,7 +1,6 @@
 "use client";
 
-import { signOut } from "next-auth/react";
-import { Button } from "../ui/button";
+import { SignOutButton } from "../auth/sign-out-button";
 
 export function UserMenu({ email, name }: { email: string; name: string | null }) {
   return (
@@ -12,9 +11,7 @@ export function UserMenu({ email, name }: { email: string; name: string | null }
           {email}
         </div>
       </div>
-      <Button variant="ghost" size="sm" onClick={() => signOut({ callbackUrl: "/sign-in" })}>
-        Sign out
-      </Button>
+      <SignOutButton variant="ghost" size="sm" />
     </div>
   );
 }

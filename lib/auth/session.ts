@@ -4,6 +4,7 @@ import { redirect } from "next/navigation";
 import type { DbOrTx } from "../db/client";
 import { getDb } from "../db/client";
 import type { Team } from "../db/schema";
+import { env } from "../env";
 import { listTeamsOfUser } from "../services/teams";
 import { authOptions } from "./next-auth-options";
 
@@ -13,6 +14,17 @@ export const TEAM_COOKIE = "lmp_team";
 export type SessionUser = { id: string; email: string; name: string | null };
 export type TeamOfUser = Team & { role: string };
 export type TeamContext = { user: SessionUser; team: TeamOfUser; teams: TeamOfUser[] };
+
+/** Makes `teamId` the current team of this browser (checked against memberships at every use). */
+export async function setCurrentTeam(teamId: string): Promise<void> {
+  (await cookies()).set(TEAM_COOKIE, teamId, {
+    httpOnly: true,
+    sameSite: "lax",
+    secure: env().PUBLIC_URL.startsWith("https:"),
+    path: "/",
+    maxAge: 365 * 24 * 3600,
+  });
+}
 
 /** The signed-in user of this request (server components and route handlers), or null. */
 export async function getSessionUser(): Promise<SessionUser | null> {
@@ -54,7 +66,11 @@ export async function currentTeamContext(): Promise<TeamContext | null> {
  * Every page calls it (not only the layout): layouts are not re-run on client navigation.
  */
 export async function requireTeamContext(returnTo = "/pipelines"): Promise<TeamContext> {
-  const ctx = await currentTeamContext();
-  if (!ctx) redirect(`/sign-in?callbackUrl=${encodeURIComponent(returnTo)}`);
+  const user = await getSessionUser();
+  if (!user) redirect(`/sign-in?callbackUrl=${encodeURIComponent(returnTo)}`);
+  const selected = (await cookies()).get(TEAM_COOKIE)?.value;
+  const ctx = await resolveTeamContext(getDb().db, user, selected);
+  // Signed in, but in no team (left it, or removed): sign-in would send them straight back.
+  if (!ctx) redirect("/no-team");
   return ctx;
 }

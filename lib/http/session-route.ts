@@ -1,5 +1,6 @@
 import type { z } from "zod";
-import { currentTeamContext, type TeamContext } from "../auth/session";
+import { cookies } from "next/headers";
+import { getSessionUser, resolveTeamContext, TEAM_COOKIE, type TeamContext } from "../auth/session";
 import { getDb, type DbHandle } from "../db/client";
 import { memberLimitId, takeRequest, teamLimits } from "../limits";
 import { ApiError, forbidden } from "../errors";
@@ -24,6 +25,8 @@ type Options<B extends z.ZodType | undefined, A extends "session" | "none"> = {
 type Handler<B extends z.ZodType | undefined, A extends "session" | "none"> = (ctx: {
   req: Request;
   requestId: string;
+  /** `performance.now()` when the request came in (before its session was read). */
+  startedAt: number;
   handle: DbHandle;
   params: Record<string, string>;
   body: B extends z.ZodType ? z.infer<B> : undefined;
@@ -54,8 +57,10 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
       const handle = getDb();
       let session: TeamContext | undefined;
       if ((options.auth ?? "session") === "session") {
-        session = (await currentTeamContext()) ?? undefined;
-        if (!session) throw unsignedIn();
+        const user = await getSessionUser();
+        if (!user) throw unsignedIn();
+        session = (await resolveTeamContext(handle.db, user, (await cookies()).get(TEAM_COOKIE)?.value)) ?? undefined;
+        if (!session) throw forbidden("You are not a member of any team: open an invite link to join one.");
         teamId = session.team.id;
         if (options.role === "owner" && session.team.role !== "owner") {
           throw forbidden(`Only owners of the team can ${options.action ?? "do this"}.`);
@@ -65,7 +70,15 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
       }
       const body = await validBody(req, options.body);
       const params = await routeParams(context);
-      const result = await handler({ req, requestId, handle, params, body: body as never, session: session as never });
+      const result = await handler({
+        req,
+        requestId,
+        startedAt,
+        handle,
+        params,
+        body: body as never,
+        session: session as never,
+      });
       res = handlerResponse(result, requestId, { ...limitHeaders, "cache-control": "no-store" });
     } catch (err) {
       // The browser went away (react-query cancels a superseded page): nothing to report.

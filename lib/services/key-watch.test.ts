@@ -4,8 +4,9 @@ import { startFeedWorld } from "../db/throwaway";
 import { connect, type DbHandle } from "../db/client";
 import type { ApiError } from "../errors";
 import { createApiKey } from "./api-keys";
-import { KeyWatch, keyWatchOf } from "./key-watch";
+import { KeyWatch, keyWatchOf, memberWatchOf } from "./key-watch";
 import { createTeam } from "./teams";
+import { insertUser } from "./users";
 
 let world: Awaited<ReturnType<typeof startFeedWorld>>;
 let app: DbHandle; // an app process's pool, with its change feed
@@ -106,5 +107,51 @@ describe("KeyWatch", () => {
     await new Promise((r) => setTimeout(r, 100));
     await watch.check();
     expect(w.revoked).toEqual([]);
+  });
+});
+
+describe("MemberWatch", () => {
+  async function member(teamId: string, role: "owner" | "member" = "member") {
+    const email = `m-${Math.random().toString(36).slice(2, 10)}@example.com`;
+    return insertUser(app.db, { email, name: null, passwordHash: "unused" }, { teamId, role });
+  }
+
+  it("tells a removed member's watcher within 100 ms, with the 403, and not the team's other members", async () => {
+    const watch = memberWatchOf(app.sql);
+    const team = await createTeam(app.db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const [gone, stays] = [await member(team.id), await member(team.id, "owner")];
+    const errors: Record<string, ApiError[]> = { gone: [], stays: [] };
+    const unwatchGone = watch.watch({ userId: gone.id, teamId: team.id }, performance.now(), (e) =>
+      errors.gone!.push(e),
+    );
+    const unwatchStays = watch.watch({ userId: stays.id, teamId: team.id }, performance.now(), (e) =>
+      errors.stays!.push(e),
+    );
+    await watch.check();
+    // A change of role keeps the member in the team: nothing to end.
+    await other`update memberships set role = 'owner' where user_id = ${gone.id}`;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(errors.gone).toEqual([]);
+
+    await other`delete from memberships where user_id = ${gone.id} and team_id = ${team.id}`;
+    const t = performance.now();
+    await expect.poll(() => errors.gone!.length, { timeout: 2_000, interval: 2 }).toBe(1);
+    expect(performance.now() - t).toBeLessThan(100);
+    expect(errors.gone![0]).toMatchObject({ status: 403, type: "forbidden" });
+    await watch.check();
+    expect(errors.stays).toEqual([]);
+    unwatchGone();
+    unwatchStays();
+  });
+
+  it("counts a deleted team as a removal", async () => {
+    const watch = memberWatchOf(app.sql);
+    const team = await createTeam(app.db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const m = await member(team.id);
+    const errors: ApiError[] = [];
+    watch.watch({ userId: m.id, teamId: team.id }, performance.now(), (e) => errors.push(e));
+    await watch.check();
+    await other`delete from teams where id = ${team.id}`;
+    await expect.poll(() => errors.length, { timeout: 2_000 }).toBe(1);
   });
 });

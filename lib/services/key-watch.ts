@@ -1,21 +1,21 @@
 import type postgres from "postgres";
 import { changeFeedOf, type ChangeFeed } from "../db/change-feed";
 import { perClient } from "../db/batch";
-import { unauthorized, type ApiError } from "../errors";
+import { forbidden, unauthorized, type ApiError } from "../errors";
 
 /**
- * Generations that outlive their key's revocation stop: a request watches its key while it runs,
- * and when the key is revoked or deleted (or its team), the request's `onRevoked` is called with
- * the 401 to end it with. New requests with the key already fail at authentication; this is for
+ * Requests that outlive what admitted them stop. A request watches an id (its key, or its
+ * member's place in the team) while it runs, and when that stops being valid, its `onRevoked` is
+ * called with the error to end it with. New requests already fail at authentication; this is for
  * the streams and long generations that were admitted before.
  *
- * Checked when the change feed says api_keys or teams changed (within milliseconds of the
- * revoke's commit, on every app process), and every `pollMs` while the feed is not listening. A
- * request passes the time its authentication started: a change seen since then (which the key
- * it was admitted with may predate) is checked at once, so no revoke falls between the two.
- * One query per check, for all the keys this process watches, whatever their number.
+ * Checked when the change feed says one of `tables` changed (within milliseconds of the commit,
+ * on every app process), and every `pollMs` while the feed is not listening. A request passes
+ * the time its authentication started: a change seen since then (which what it was admitted with
+ * may predate) is checked at once, so no revoke falls between the two. One query per check, for
+ * all the ids this process watches, whatever their number.
  */
-export class KeyWatch {
+abstract class RevocationWatch {
   private readonly watched = new Map<string, Set<Watcher>>();
   /** The last change the feed told of (made now: one before this watch existed went unseen). */
   private lastChange = performance.now();
@@ -24,33 +24,37 @@ export class KeyWatch {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly sql: postgres.Sql,
+    protected readonly sql: postgres.Sql,
     private readonly feed: ChangeFeed | undefined,
-    private readonly pollMs = POLL_MS,
+    tables: string[],
+    private readonly pollMs: number,
   ) {
-    feed?.onChange(["api_keys", "teams"], () => {
+    feed?.onChange(tables, () => {
       this.lastChange = performance.now();
       if (this.watched.size > 0) void this.check();
     });
   }
 
+  /** Of `ids`, those still valid. */
+  protected abstract valid(ids: string[]): Promise<Set<string>>;
+
   /**
-   * Calls `onRevoked` (once) if key `keyId` stops being valid while watched. `since` is the
-   * `performance.now()` at which the request's authentication started. Returns the unwatch.
+   * Calls `onRevoked` (once) with `error()` if `id` stops being valid while watched. `since` is
+   * the `performance.now()` at which the request's authentication started. Returns the unwatch.
    */
-  watch(keyId: string, what: "API key" | "model key", since: number, onRevoked: (err: ApiError) => void): () => void {
-    const watcher: Watcher = { what, onRevoked };
-    let set = this.watched.get(keyId);
-    if (!set) this.watched.set(keyId, (set = new Set()));
+  protected watchId(id: string, error: () => ApiError, since: number, onRevoked: (err: ApiError) => void): () => void {
+    const watcher: Watcher = { error, onRevoked };
+    let set = this.watched.get(id);
+    if (!set) this.watched.set(id, (set = new Set()));
     set.add(watcher);
     this.timer ??= setInterval(() => {
       if (!this.feed?.listening) void this.check();
     }, this.pollMs).unref();
     if (this.lastChange >= since || !this.feed?.listening) void this.check();
-    return () => this.unwatch(keyId, watcher);
+    return () => this.unwatch(id, watcher);
   }
 
-  /** Checks every watched key now (concurrent calls share a query, and one more after it). */
+  /** Checks every watched id now (concurrent calls share a query, and one more after it). */
   check(): Promise<void> {
     if (this.running) {
       this.again = true;
@@ -71,24 +75,20 @@ export class KeyWatch {
   private async checkWatched(): Promise<void> {
     const ids = [...this.watched.keys()];
     if (ids.length === 0) return;
-    const rows = await this.sql<{ id: string }[]>`
-      select k.id from api_keys k join teams t on t.id = k.team_id
-      where k.revoked_at is null
-        and k.id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
-    const valid = new Set(rows.map((r) => r.id));
+    const valid = await this.valid(ids);
     for (const id of ids) {
       if (valid.has(id)) continue;
       const watchers = this.watched.get(id);
       this.watched.delete(id);
-      for (const w of watchers ?? []) w.onRevoked(unauthorized(`This ${w.what} has been revoked.`));
+      for (const w of watchers ?? []) w.onRevoked(w.error());
     }
     this.stopIfIdle();
   }
 
-  private unwatch(keyId: string, watcher: Watcher): void {
-    const set = this.watched.get(keyId);
+  private unwatch(id: string, watcher: Watcher): void {
+    const set = this.watched.get(id);
     if (!set?.delete(watcher)) return;
-    if (set.size === 0) this.watched.delete(keyId);
+    if (set.size === 0) this.watched.delete(id);
     this.stopIfIdle();
   }
 
@@ -99,13 +99,60 @@ export class KeyWatch {
   }
 }
 
-type Watcher = { what: "API key" | "model key"; onRevoked: (err: ApiError) => void };
+type Watcher = { error: () => ApiError; onRevoked: (err: ApiError) => void };
+
+/** Keys: revoked, deleted, or their team deleted. */
+export class KeyWatch extends RevocationWatch {
+  constructor(sql: postgres.Sql, feed: ChangeFeed | undefined, pollMs = POLL_MS) {
+    super(sql, feed, ["api_keys", "teams"], pollMs);
+  }
+
+  watch(keyId: string, what: "API key" | "model key", since: number, onRevoked: (err: ApiError) => void): () => void {
+    return this.watchId(keyId, () => unauthorized(`This ${what} has been revoked.`), since, onRevoked);
+  }
+
+  protected async valid(ids: string[]): Promise<Set<string>> {
+    const rows = await this.sql<{ id: string }[]>`
+      select k.id from api_keys k join teams t on t.id = k.team_id
+      where k.revoked_at is null
+        and k.id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`;
+    return new Set(rows.map((r) => r.id));
+  }
+}
+
+/** A signed-in member's place in a team: removed from it, or the team deleted. */
+export class MemberWatch extends RevocationWatch {
+  constructor(sql: postgres.Sql, feed: ChangeFeed | undefined, pollMs = POLL_MS) {
+    super(sql, feed, ["memberships", "teams"], pollMs);
+  }
+
+  watch(member: { userId: string; teamId: string }, since: number, onRevoked: (err: ApiError) => void): () => void {
+    return this.watchId(
+      `${member.userId} ${member.teamId}`,
+      () => forbidden("You are no longer a member of this team."),
+      since,
+      onRevoked,
+    );
+  }
+
+  protected async valid(ids: string[]): Promise<Set<string>> {
+    const rows = await this.sql<{ id: string }[]>`
+      select m.user_id || ' ' || m.team_id as id from memberships m
+      where (m.user_id, m.team_id) in (
+        select split_part(w, ' ', 1), split_part(w, ' ', 2)
+        from jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb) w)`;
+    return new Set(rows.map((r) => r.id));
+  }
+}
 
 /** How often watched keys are checked while the change feed is down. */
 const POLL_MS = 5_000;
 
 /** The key watch of a pool (one per process and database). */
 export const keyWatchOf = perClient((sql: postgres.Sql) => new KeyWatch(sql, changeFeedOf(sql)));
+
+/** The member watch of a pool (one per process and database). */
+export const memberWatchOf = perClient((sql: postgres.Sql) => new MemberWatch(sql, changeFeedOf(sql)));
 
 /**
  * A signal that aborts when `signal` does (the client left) or when the key is revoked (its
@@ -122,4 +169,19 @@ export function abortOnRevoke(
     revoked.abort(err),
   );
   return { signal: AbortSignal.any([signal, revoked.signal]), unwatch };
+}
+
+/**
+ * The signal of a dashboard request that aborts when `signal` does or when the member leaves the
+ * team (its reason then the 403), and the unwatch to call once the request is answered.
+ */
+export function abortOnRemoval(
+  sql: postgres.Sql,
+  member: { userId: string; teamId: string },
+  since: number,
+  signal: AbortSignal,
+): { signal: AbortSignal; unwatch: () => void } {
+  const removed = new AbortController();
+  const unwatch = memberWatchOf(sql).watch(member, since, (err) => removed.abort(err));
+  return { signal: AbortSignal.any([signal, removed.signal]), unwatch };
 }

@@ -45,3 +45,27 @@ export const memberships = pgTable(
 export type Team = typeof teams.$inferSelect;
 export type User = typeof users.$inferSelect;
 export type Membership = typeof memberships.$inferSelect;
+
+/**
+ * Links an owner made to let someone join the team. Only the SHA-256 of the link's token is
+ * stored; the link works once (the row is deleted when it is used or revoked) until `expiresAt`.
+ */
+export const teamInvites = pgTable(
+  "team_invites",
+  {
+    id: text("id").primaryKey(),
+    teamId: text("team_id")
+      .notNull()
+      .references(() => teams.id, { onDelete: "cascade" }),
+    role: text("role", { enum: ["owner", "member"] })
+      .notNull()
+      .default("member"),
+    tokenHash: text("token_hash").notNull().unique(),
+    createdBy: text("created_by").references(() => users.id, { onDelete: "set null" }),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),
+  },
+  (t) => [index("team_invites_team_idx").on(t.teamId, t.createdAt)],
+);
+
+export type TeamInvite = typeof teamInvites.$inferSelect;

@@ -1,7 +1,5 @@
-import { cookies } from "next/headers";
 import { z } from "zod";
-import { TEAM_COOKIE } from "@/lib/auth/session";
-import { env } from "@/lib/env";
+import { setCurrentTeam } from "@/lib/auth/session";
 import { notFound } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
 import { otherMethods } from "@/lib/http/other-methods";
@@ -14,13 +12,7 @@ const Body = z.strictObject({ teamId: z.string().min(1) });
 export const POST = sessionRoute({ body: Body }, async ({ body, session }) => {
   const team = session.teams.find((t) => t.id === body.teamId);
   if (!team) throw notFound(`No team with id '${body.teamId}'.`, "teamId");
-  (await cookies()).set(TEAM_COOKIE, team.id, {
-    httpOnly: true,
-    sameSite: "lax",
-    secure: env().PUBLIC_URL.startsWith("https:"),
-    path: "/",
-    maxAge: 365 * 24 * 3600,
-  });
+  await setCurrentTeam(team.id);
   return { team: { id: team.id, slug: team.slug, name: team.name } };
 });
 

@@ -8,6 +8,7 @@ import { openStreamOnDeployment } from "@/lib/services/deployment-completions";
 import { getDeploymentByName } from "@/lib/services/deployments";
 import { parsePlaygroundSearch } from "@/lib/ui/playground-query";
 import { otherMethods } from "@/lib/http/other-methods";
+import { abortOnRemoval } from "@/lib/services/key-watch";
 
 export const dynamic = "force-dynamic";
 
@@ -16,7 +17,7 @@ export const dynamic = "force-dynamic";
  * in the browser. Frames are those of the deployment endpoint's streamed POST (deltas with their
  * logprobs when asked, the finish, usage, then [DONE]). `pipeline`: saved there once finished.
  */
-export const GET = sessionRoute({}, async ({ req, requestId, handle, session, params }) => {
+export const GET = sessionRoute({}, async ({ req, requestId, startedAt, handle, session, params }) => {
   const parsed = parsePlaygroundSearch(new URL(req.url).searchParams);
   if (!parsed.success) throw fromZodError(parsed.error);
   const deployment = await getDeploymentByName(handle.db, { teamId: session.team.id, name: params.name! });
@@ -31,17 +32,42 @@ export const GET = sessionRoute({}, async ({ req, requestId, handle, session, pa
   });
   const upstream = new AbortController();
   req.signal.addEventListener("abort", () => upstream.abort(), { once: true });
-  const events = await openStreamOnDeployment(handle.db, deployment, rest, {
-    signal: upstream.signal,
-    requestId,
-    // The member's own generation limits (concurrent streams, tokens per minute), as a key's.
-    meter: {
-      teamSlug: session.team.slug,
-      quota: { keyId: memberLimitId(session.user.id, session.team.id), limits: teamLimits(session.team) },
-    },
-    capture,
+  // A member taken out of the team meanwhile: the stream ends with the 403 as its error event.
+  const { signal, unwatch } = abortOnRemoval(
+    handle.sql,
+    { userId: session.user.id, teamId: session.team.id },
+    startedAt,
+    upstream.signal,
+  );
+  signal.addEventListener("abort", unwatch, { once: true });
+  let events: Awaited<ReturnType<typeof openStreamOnDeployment>>;
+  try {
+    events = await openStreamOnDeployment(handle.db, deployment, rest, {
+      signal,
+      requestId,
+      // The member's own generation limits (concurrent streams, tokens per minute), as a key's.
+      meter: {
+        teamSlug: session.team.slug,
+        quota: { keyId: memberLimitId(session.user.id, session.team.id), limits: teamLimits(session.team) },
+      },
+      capture,
+    });
+  } catch (err) {
+    unwatch();
+    throw err;
+  }
+  return sseResponse(watched(completionStreamFrames(events, requestId), unwatch), {
+    onCancel: () => upstream.abort(),
   });
-  return sseResponse(completionStreamFrames(events, requestId), { onCancel: () => upstream.abort() });
 });
 
 export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");
+
+/** `frames`, then `unwatch` once they end (whichever way). */
+async function* watched(frames: AsyncIterable<string>, unwatch: () => void): AsyncIterable<string> {
+  try {
+    yield* frames;
+  } finally {
+    unwatch();
+  }
+}

@@ -1,0 +1,27 @@
+import { SetRoleBody } from "@/lib/contracts/members";
+import { forbidden } from "@/lib/errors";
+import { sessionRoute } from "@/lib/http/session-route";
+import { removeMember, setMemberRole } from "@/lib/services/members";
+import { otherMethods } from "@/lib/http/other-methods";
+
+export const dynamic = "force-dynamic";
+
+// Owners change roles; the team always keeps an owner (409 otherwise).
+export const PATCH = sessionRoute(
+  { role: "owner", action: "change roles", body: SetRoleBody },
+  async ({ handle, session, params, body }) => {
+    await setMemberRole(handle.db, { teamId: session.team.id, userId: params.userId!, role: body.role });
+    return { userId: params.userId!, role: body.role };
+  },
+);
+
+// Owners remove members; anyone may leave (remove themselves). A removed member loses the team
+// at their next request, and their running playground streams end.
+export const DELETE = sessionRoute({}, async ({ handle, session, params }) => {
+  const self = params.userId === session.user.id;
+  if (!self && session.team.role !== "owner") throw forbidden("Only owners of the team can remove members.");
+  await removeMember(handle.db, { teamId: session.team.id, userId: params.userId! });
+  return { userId: params.userId!, removed: true };
+});
+
+export const { GET, POST, PUT } = otherMethods("PATCH", "DELETE");

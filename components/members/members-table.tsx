@@ -1,0 +1,142 @@
+"use client";
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useRouter } from "next/navigation";
+import { useState } from "react";
+import type { MemberDto, TeamRole } from "@/lib/contracts/members";
+import { uiFetch } from "../api-client";
+import { Badge } from "../ui/badge";
+import { Button } from "../ui/button";
+import { ConfirmDialog } from "../ui/confirm-dialog";
+import { Select } from "../ui/field";
+import { ErrorBanner } from "../ui/states";
+import { DataTable, type Column } from "../ui/table";
+import { Time } from "../ui/time";
+
+const columns: Column[] = [
+  { label: "Member" },
+  { label: "Role" },
+  { label: "Joined" },
+  { label: "Actions", srOnly: true },
+];
+
+/**
+ * The team's members. Owners change roles and remove members; everyone may leave (and is then
+ * sent to their next team). The server keeps the last owner: its 409 is shown as it says.
+ */
+export function MembersTable({
+  initial,
+  isOwner,
+  teamName,
+}: {
+  initial: MemberDto[];
+  isOwner: boolean;
+  teamName: string;
+}) {
+  const [removing, setRemoving] = useState<MemberDto | null>(null);
+  const router = useRouter();
+  const queryClient = useQueryClient();
+  const q = useQuery({
+    queryKey: ["members"],
+    queryFn: ({ signal }) => uiFetch<MemberDto[]>("/api/ui/team/members", { signal }),
+    initialData: initial,
+  });
+  const setRole = useMutation({
+    mutationFn: (v: { userId: string; role: TeamRole }) =>
+      uiFetch(`/api/ui/team/members/${encodeURIComponent(v.userId)}`, { method: "PATCH", body: { role: v.role } }),
+    onSettled: () => queryClient.invalidateQueries({ queryKey: ["members"] }),
+  });
+  const remove = useMutation({
+    mutationFn: (m: MemberDto) => uiFetch(`/api/ui/team/members/${encodeURIComponent(m.userId)}`, { method: "DELETE" }),
+    onSuccess: (_, m) => {
+      setRemoving(null);
+      if (m.you) {
+        // Out of this team: every cached page of it is stale.
+        queryClient.clear();
+        router.push("/pipelines");
+        router.refresh();
+      } else {
+        queryClient.invalidateQueries({ queryKey: ["members"] });
+      }
+    },
+  });
+  if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;
+  // The last owner can neither leave nor be removed (the server says so too): no button for it.
+  const owners = q.data.filter((m) => m.role === "owner").length;
+  return (
+    <>
+      {setRole.error ? <ErrorBanner message={setRole.error.message} /> : null}
+      <DataTable testId="members-table" columns={columns}>
+        {q.data.map((m) => (
+          <tr key={m.userId} data-member={m.email}>
+            <td className="px-4 py-3">
+              <span className="font-medium">{m.name ?? m.email}</span>
+              {m.you ? <span className="ml-2 text-xs text-zinc-500 dark:text-zinc-400">(you)</span> : null}
+              {m.name ? <span className="block text-xs text-zinc-500 dark:text-zinc-400">{m.email}</span> : null}
+            </td>
+            <td className="px-4 py-3">
+              {isOwner ? (
+                <Select
+                  aria-label={`Role of ${m.email}`}
+                  value={m.role}
+                  disabled={setRole.isPending}
+                  onChange={(e) => setRole.mutate({ userId: m.userId, role: e.target.value as TeamRole })}
+                  className="w-32"
+                >
+                  <option value="owner">Owner</option>
+                  <option value="member">Member</option>
+                </Select>
+              ) : (
+                <Badge tone={m.role === "owner" ? "indigo" : "neutral"}>
+                  {m.role === "owner" ? "Owner" : "Member"}
+                </Badge>
+              )}
+            </td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              <Time iso={m.joinedAt} />
+            </td>
+            <td className="px-4 py-3 text-right">
+              {(m.you || isOwner) && !(m.role === "owner" && owners === 1) ? (
+                <Button
+                  variant="danger-ghost"
+                  size="sm"
+                  aria-label={m.you ? "Leave the team" : `Remove ${m.email}`}
+                  onClick={() => setRemoving(m)}
+                >
+                  {m.you ? "Leave" : "Remove"}
+                </Button>
+              ) : null}
+            </td>
+          </tr>
+        ))}
+      </DataTable>
+      <ConfirmDialog
+        open={removing !== null}
+        onClose={() => {
+          setRemoving(null);
+          remove.reset();
+        }}
+        title={removing?.you ? `Leave ${teamName}?` : "Remove this member?"}
+        description={
+          removing?.you ? (
+            <>
+              You lose access to the team&apos;s pipelines, datasets and deployments at once. An owner can invite you
+              back.
+            </>
+          ) : (
+            <>
+              <span className="font-medium">{removing?.email}</span> loses access to the team at once, and their running
+              playground streams end. The keys they made stay: keys belong to the team.
+            </>
+          )
+        }
+        testId="remove-member-dialog"
+        confirmLabel={removing?.you ? "Leave team" : "Remove member"}
+        pendingLabel={removing?.you ? "Leaving…" : "Removing…"}
+        pending={remove.isPending}
+        error={remove.error}
+        onConfirm={() => removing && remove.mutate(removing)}
+      />
+    </>
+  );
+}

@@ -1,0 +1,185 @@
+import { createHash, randomBytes } from "node:crypto";
+import { and, asc, count, eq, gt, lte, sql } from "drizzle-orm";
+import type { DbOrTx } from "../db/client";
+import { memberships, teamInvites, teams, users, type Team } from "../db/schema";
+import type { InviteDto, MemberDto, TeamRole } from "../contracts/members";
+import { conflict, notFound } from "../errors";
+import { newId } from "../ids";
+
+/** How long an invite link works. */
+export const INVITE_TTL_MS = 7 * 24 * 3600_000;
+/** Pending invites a team may have at once (each is a way in: owners revoke what they do not need). */
+export const MAX_PENDING_INVITES = 50;
+
+const TOKEN_PREFIX = "lmp_inv_";
+const hashToken = (token: string) => createHash("sha256").update(token).digest("hex");
+
+/** The team's members, owners first, then by when they joined. */
+export async function listMembers(db: DbOrTx, teamId: string, viewerId: string): Promise<MemberDto[]> {
+  const rows = await db
+    .select({
+      userId: users.id,
+      email: users.email,
+      name: users.name,
+      role: memberships.role,
+      joinedAt: memberships.createdAt,
+    })
+    .from(memberships)
+    .innerJoin(users, eq(users.id, memberships.userId))
+    .where(eq(memberships.teamId, teamId))
+    .orderBy(sql`${memberships.role} = 'owner' desc`, asc(memberships.createdAt), asc(users.email));
+  return rows.map((r) => ({ ...r, joinedAt: r.joinedAt.toISOString(), you: r.userId === viewerId }));
+}
+
+/**
+ * Runs `change` on the team's memberships with the team row locked (so that two owners demoting
+ * or removing each other at once cannot leave the team without one), then refuses the change
+ * if the team has no owner left.
+ */
+async function changeMembership(
+  db: DbOrTx,
+  teamId: string,
+  userId: string,
+  change: (tx: DbOrTx) => Promise<unknown>,
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.select({ id: teams.id }).from(teams).where(eq(teams.id, teamId)).for("update");
+    const [member] = await tx
+      .select({ role: memberships.role })
+      .from(memberships)
+      .where(and(eq(memberships.teamId, teamId), eq(memberships.userId, userId)));
+    if (!member) throw notFound(`No member with id '${userId}' in this team.`, "userId");
+    await change(tx);
+    const [{ owners }] = (await tx
+      .select({ owners: count() })
+      .from(memberships)
+      .where(and(eq(memberships.teamId, teamId), eq(memberships.role, "owner")))) as [{ owners: number }];
+    if (owners === 0) {
+      throw conflict("A team needs at least one owner: make another member an owner first.", "userId");
+    }
+  });
+}
+
+/** Sets a member's role (the team must keep an owner). */
+export async function setMemberRole(db: DbOrTx, input: { teamId: string; userId: string; role: TeamRole }) {
+  await changeMembership(db, input.teamId, input.userId, (tx) =>
+    tx
+      .update(memberships)
+      .set({ role: input.role })
+      .where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId))),
+  );
+}
+
+/**
+ * Takes a member out of the team (the team must keep an owner). Their dashboard loses the team
+ * at its next request, and their running playground streams end (the memberships trigger).
+ * The keys they made stay: keys belong to the team.
+ */
+export async function removeMember(db: DbOrTx, input: { teamId: string; userId: string }) {
+  await changeMembership(db, input.teamId, input.userId, (tx) =>
+    tx.delete(memberships).where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId))),
+  );
+}
+
+const toInviteDto = (r: typeof teamInvites.$inferSelect & { createdByEmail: string | null }): InviteDto => ({
+  id: r.id,
+  role: r.role,
+  createdBy: r.createdByEmail,
+  createdAt: r.createdAt.toISOString(),
+  expiresAt: r.expiresAt.toISOString(),
+});
+
+/** The team's invites that can still be used, newest first. */
+export async function listInvites(db: DbOrTx, teamId: string): Promise<InviteDto[]> {
+  const rows = await db
+    .select({ invite: teamInvites, createdByEmail: users.email })
+    .from(teamInvites)
+    .leftJoin(users, eq(users.id, teamInvites.createdBy))
+    .where(and(eq(teamInvites.teamId, teamId), gt(teamInvites.expiresAt, sql`now()`)))
+    .orderBy(sql`${teamInvites.createdAt} desc`);
+  return rows.map((r) => toInviteDto({ ...r.invite, createdByEmail: r.createdByEmail }));
+}
+
+/**
+ * A single-use invite link's token (shown once: only its hash is stored) and the invite. The
+ * team's expired invites are dropped on the way.
+ */
+export async function createInvite(
+  db: DbOrTx,
+  input: { teamId: string; role: TeamRole; createdBy: string },
+): Promise<{ invite: InviteDto; token: string }> {
+  const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+  return db.transaction(async (tx) => {
+    await tx.select({ id: teams.id }).from(teams).where(eq(teams.id, input.teamId)).for("update");
+    await tx
+      .delete(teamInvites)
+      .where(and(eq(teamInvites.teamId, input.teamId), lte(teamInvites.expiresAt, sql`now()`)));
+    const [{ pending }] = (await tx
+      .select({ pending: count() })
+      .from(teamInvites)
+      .where(eq(teamInvites.teamId, input.teamId))) as [{ pending: number }];
+    if (pending >= MAX_PENDING_INVITES) {
+      throw conflict(`A team can have ${MAX_PENDING_INVITES} pending invites at most: revoke some first.`);
+    }
+    const [row] = await tx
+      .insert(teamInvites)
+      .values({
+        id: newId("invite"),
+        teamId: input.teamId,
+        role: input.role,
+        tokenHash: hashToken(token),
+        createdBy: input.createdBy,
+        expiresAt: new Date(Date.now() + INVITE_TTL_MS),
+      })
+      .returning();
+    const [creator] = await tx.select({ email: users.email }).from(users).where(eq(users.id, input.createdBy));
+    return { invite: toInviteDto({ ...row!, createdByEmail: creator?.email ?? null }), token };
+  });
+}
+
+/** Revokes one of the team's invites (404 for any other id, another team's included). */
+export async function revokeInvite(db: DbOrTx, input: { teamId: string; id: string }): Promise<void> {
+  const gone = await db
+    .delete(teamInvites)
+    .where(and(eq(teamInvites.teamId, input.teamId), eq(teamInvites.id, input.id)))
+    .returning({ id: teamInvites.id });
+  if (gone.length === 0) throw notFound(`No invite with id '${input.id}'.`, "id");
+}
+
+const invalidInvite = () =>
+  notFound("This invite link is not valid: it was used, revoked or has expired. Ask the team's owner for a new one.");
+
+/** What an invite link offers (the page that accepts it shows this), or the 404. */
+export async function inviteOf(db: DbOrTx, token: string): Promise<{ team: Team; role: TeamRole; expiresAt: Date }> {
+  const [row] = await db
+    .select({ team: teams, role: teamInvites.role, expiresAt: teamInvites.expiresAt })
+    .from(teamInvites)
+    .innerJoin(teams, eq(teams.id, teamInvites.teamId))
+    .where(and(eq(teamInvites.tokenHash, hashToken(token)), gt(teamInvites.expiresAt, sql`now()`)));
+  if (!row) throw invalidInvite();
+  return row;
+}
+
+/**
+ * Makes `userId` a member of the invite's team with the invite's role, and uses the invite up.
+ * A user who is a member already gets a 409 and the invite stays (it may be meant for another).
+ */
+export async function acceptInvite(db: DbOrTx, input: { token: string; userId: string }): Promise<Team> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .select({ invite: teamInvites, team: teams })
+      .from(teamInvites)
+      .innerJoin(teams, eq(teams.id, teamInvites.teamId))
+      .where(and(eq(teamInvites.tokenHash, hashToken(input.token)), gt(teamInvites.expiresAt, sql`now()`)))
+      .for("update", { of: teamInvites });
+    if (!row) throw invalidInvite();
+    const joined = await tx
+      .insert(memberships)
+      .values({ userId: input.userId, teamId: row.team.id, role: row.invite.role })
+      .onConflictDoNothing()
+      .returning({ userId: memberships.userId });
+    if (joined.length === 0) throw conflict(`You are a member of ${row.team.name} already.`, "token");
+    await tx.delete(teamInvites).where(eq(teamInvites.id, row.invite.id));
+    return row.team;
+  });
+}

@@ -1,0 +1,194 @@
+// Team members and invite links on the dashboard's endpoints: who may do what, the last owner,
+// another team's ids, and a removed member losing the team (its running stream included).
+import { describe, expect, it } from "vitest";
+import { toPlaygroundSearch } from "@/lib/ui/playground-query";
+import { baseUrl, client } from "../helpers/context";
+import { makeDeployment, noEosBias, parseSse } from "../helpers/deployments";
+import { cookiesOf, newUser } from "../helpers/session";
+
+/** The dashboard's JSON endpoints with a session cookie, every method. */
+const as = (cookie: string) => ({
+  get: (path: string) => client().get(path, { cookie }),
+  post: (path: string, body: unknown = {}) => client().post(path, body, { cookie }),
+  patch: (path: string, body: unknown) => client().call("PATCH", path, body, { cookie }),
+  delete: (path: string) => client().call("DELETE", path, undefined, { cookie }),
+});
+
+/** An owner's team, and a second user who joined it through an invite link with `role`. */
+async function teamWithInvitee(role: "owner" | "member" = "member") {
+  const owner = await newUser("Members");
+  const made = await as(owner.cookie).post("/api/ui/team/invites", { role });
+  expect(made.status, made.text).toBe(201);
+  const url = new URL(made.json.url as string);
+  expect(url.pathname).toMatch(/^\/invite\/lmp_inv_/);
+  const token = url.pathname.split("/").pop()!;
+  const invitee = await newUser("Own team");
+  const accepted = await fetch(`${baseUrl}/api/ui/invites/accept`, {
+    method: "POST",
+    headers: { cookie: invitee.cookie, "content-type": "application/json" },
+    body: JSON.stringify({ token }),
+  });
+  expect(accepted.status).toBe(200);
+  // The team they joined is their current one (the cookie the browser keeps).
+  const teamCookie = cookiesOf(accepted).find((c) => c.startsWith("lmp_team="));
+  expect(teamCookie).toBe(`lmp_team=${owner.team.id}`);
+  const joined = { ...invitee, cookie: `${invitee.cookie}; ${teamCookie}` };
+  return { owner, invitee: joined, token };
+}
+
+const memberIds = async (cookie: string) =>
+  ((await as(cookie).get("/api/ui/team/members")).json as { email: string; role: string }[]).map(
+    (m) => `${m.email}:${m.role}`,
+  );
+
+describe("invite links", () => {
+  it("let a user join with the invite's role and see the team's data; the link then stops working", async () => {
+    const { owner, invitee, token } = await teamWithInvitee();
+    const pipeline = await as(owner.cookie).post("/api/ui/pipelines", { name: "shared" });
+    const seen = await as(invitee.cookie).get("/api/ui/pipelines");
+    expect(seen.json.map((p: { id: string }) => p.id)).toEqual([pipeline.json.id]);
+    expect(await memberIds(invitee.cookie)).toEqual([`${owner.email}:owner`, `${invitee.email}:member`]);
+    expect((await as(owner.cookie).get("/api/ui/team/invites")).json).toEqual([]);
+
+    const third = await newUser();
+    const again = await as(third.cookie).post("/api/ui/invites/accept", { token });
+    expect(again.status).toBe(404);
+    expect(again.json.error.type).toBe("not_found");
+  });
+
+  it("are refused to members, and to requests without a session", async () => {
+    const { invitee, token } = await teamWithInvitee();
+    const made = await as(invitee.cookie).post("/api/ui/team/invites", { role: "member" });
+    expect(made.status).toBe(403);
+    expect((await as(invitee.cookie).get("/api/ui/team/invites")).status).toBe(403);
+    expect((await client().post("/api/ui/invites/accept", { token })).status).toBe(401);
+    const bad = await as(invitee.cookie).post("/api/ui/team/invites", { role: "admin" });
+    expect(bad.status).toBe(403); // the role check comes first: a member learns nothing more
+  });
+
+  it("validate the role, and revoke only the team's own", async () => {
+    const a = await newUser();
+    const b = await newUser();
+    const bad = await as(a.cookie).post("/api/ui/team/invites", { role: "admin" });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.param).toBe("role");
+    const theirs = await as(b.cookie).post("/api/ui/team/invites", {});
+    expect(theirs.json.invite.role).toBe("member");
+    const refused = await as(a.cookie).delete(`/api/ui/team/invites/${theirs.json.invite.id}`);
+    expect(refused.status).toBe(404);
+    expect((await as(b.cookie).get("/api/ui/team/invites")).json).toHaveLength(1);
+    expect((await as(b.cookie).delete(`/api/ui/team/invites/${theirs.json.invite.id}`)).status).toBe(200);
+    expect((await as(b.cookie).get("/api/ui/team/invites")).json).toEqual([]);
+  });
+
+  it("render a page that offers the team, and a clear one once used", async () => {
+    const owner = await newUser("Página Team");
+    const made = await as(owner.cookie).post("/api/ui/team/invites", { role: "owner" });
+    const page = await fetch(made.json.url as string);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain("Página Team");
+    expect(html).toContain("Sign in to accept");
+    const unknown = await (await fetch(`${baseUrl}/invite/lmp_inv_unknown`)).text();
+    expect(unknown).toContain("Invite link not valid");
+  });
+});
+
+describe("members", () => {
+  it("owners change roles and remove members; members cannot; the team keeps an owner", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    const members = (await as(owner.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[];
+    const ownerId = members.find((m) => m.you)!.userId;
+    const inviteeId = members.find((m) => !m.you)!.userId;
+
+    expect((await as(invitee.cookie).patch(`/api/ui/team/members/${inviteeId}`, { role: "owner" })).status).toBe(403);
+    expect((await as(invitee.cookie).delete(`/api/ui/team/members/${ownerId}`)).status).toBe(403);
+    const last = await as(owner.cookie).patch(`/api/ui/team/members/${ownerId}`, { role: "member" });
+    expect(last.status).toBe(409);
+    expect((await as(owner.cookie).delete(`/api/ui/team/members/${ownerId}`)).status).toBe(409);
+    const badRole = await as(owner.cookie).patch(`/api/ui/team/members/${inviteeId}`, { role: "admin" });
+    expect(badRole.status).toBe(400);
+
+    expect((await as(owner.cookie).patch(`/api/ui/team/members/${inviteeId}`, { role: "owner" })).status).toBe(200);
+    expect(await memberIds(owner.cookie)).toEqual([`${owner.email}:owner`, `${invitee.email}:owner`]);
+    expect((await as(owner.cookie).delete(`/api/ui/team/members/${inviteeId}`)).status).toBe(200);
+    expect(await memberIds(owner.cookie)).toEqual([`${owner.email}:owner`]);
+  });
+
+  it("another team's member is not found, and stays", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    const stranger = await newUser();
+    const inviteeId = (
+      (await as(owner.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[]
+    ).find((m) => !m.you)!.userId;
+    const res = await as(stranger.cookie).delete(`/api/ui/team/members/${inviteeId}`);
+    expect(res.status).toBe(404);
+    expect(await memberIds(owner.cookie)).toContain(`${invitee.email}:member`);
+  });
+
+  it("a member who leaves, or is removed, loses the team at the next request", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    await as(owner.cookie).post("/api/ui/pipelines", { name: "team only" });
+    const inviteeId = (
+      (await as(invitee.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[]
+    ).find((m) => m.you)!.userId;
+    expect((await as(invitee.cookie).get("/api/ui/pipelines")).json).toHaveLength(1);
+    expect((await as(invitee.cookie).delete(`/api/ui/team/members/${inviteeId}`)).status).toBe(200);
+    // The cookie still names the team: it is ignored, and their own (empty) team is used.
+    expect((await as(invitee.cookie).get("/api/ui/pipelines")).json).toEqual([]);
+    expect(await memberIds(owner.cookie)).toEqual([`${owner.email}:owner`]);
+  });
+
+  it("a user left with no team gets a page that says so, not a loop between sign-in and the dashboard", async () => {
+    const { owner, invitee } = await teamWithInvitee("owner");
+    const ownerId = (
+      (await as(owner.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[]
+    ).find((m) => m.you)!.userId;
+    // The team's first owner leaves (another owner stays): they belong to no team now.
+    expect((await as(owner.cookie).delete(`/api/ui/team/members/${ownerId}`)).status).toBe(200);
+    expect(await memberIds(invitee.cookie)).toEqual([`${invitee.email}:owner`]);
+    const api = await as(owner.cookie).get("/api/ui/pipelines");
+    expect(api.status).toBe(403);
+    expect(api.json.error.message).toMatch(/not a member of any team/);
+    for (const path of ["/pipelines", "/settings/members"]) {
+      const page = await fetch(`${baseUrl}${path}`, { headers: { cookie: owner.cookie }, redirect: "manual" });
+      expect(page.status).toBe(307);
+      expect(new URL(page.headers.get("location")!, baseUrl).pathname).toBe("/no-team");
+    }
+    const noTeam = await fetch(`${baseUrl}/no-team`, { headers: { cookie: owner.cookie } });
+    expect(await noTeam.text()).toContain("You are not in any team");
+  });
+
+  it("a removed member's running playground stream ends with the 403", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    const dep = await makeDeployment(owner.team);
+    const inviteeId = (
+      (await as(invitee.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[]
+    ).find((m) => m.you)!.userId;
+    const search = toPlaygroundSearch({
+      prompt: "The city was quiet",
+      max_tokens: 1000,
+      temperature: 0,
+      logit_bias: await noEosBias(),
+    });
+    const res = await fetch(`${baseUrl}/api/ui/deployments/${dep.name}/stream?${search}`, {
+      headers: { cookie: invitee.cookie },
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value, { stream: true });
+    expect((await as(owner.cookie).delete(`/api/ui/team/members/${inviteeId}`)).status).toBe(200);
+    const t = performance.now();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(performance.now() - t).toBeLessThan(2_000); // the 1,000 tokens take longer
+    const last = parseSse(text).at(-1)!;
+    expect(JSON.parse(last.data)).toEqual({
+      error: { type: "forbidden", message: "You are no longer a member of this team." },
+    });
+  });
+});
