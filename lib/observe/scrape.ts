@@ -11,13 +11,22 @@ import { appMetrics } from "./metrics";
 const digest = (s: string) => createHash("sha256").update(s).digest();
 const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
 
+/** Headers a proxy adds to what it forwards: a request carrying one came from further away. */
+const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
+
 /**
  * Who may read /metrics: with METRICS_TOKEN set, a request bearing it (from anywhere); without,
- * only a request from this machine (the connection's own address, not a forwarded one).
+ * only a request from this machine: the connection's own address is loopback and no proxy says
+ * it forwarded the request (a proxy on the same host connects from loopback for every client of
+ * the Internet it serves).
  */
-export function metricsAccess(authorization: string | undefined, remoteAddress: string | undefined): 200 | 401 | 403 {
+export function metricsAccess(
+  headers: Record<string, string | string[] | undefined>,
+  remoteAddress: string | undefined,
+): 200 | 401 | 403 {
   const token = env().METRICS_TOKEN;
-  if (token) return timingSafeEqual(digest(authorization ?? ""), digest(`Bearer ${token}`)) ? 200 : 401;
+  if (token) return timingSafeEqual(digest(String(headers.authorization ?? "")), digest(`Bearer ${token}`)) ? 200 : 401;
+  if (FORWARDING.some((h) => headers[h] !== undefined)) return 403;
   return LOOPBACK.has(remoteAddress ?? "") ? 200 : 403;
 }
 

@@ -15,7 +15,7 @@ export default async function health(req: NextApiRequest, res: NextApiResponse):
     res.status(405).json(methodNotAllowed(req.method, "GET").toBody());
     return;
   }
-  const operator = metricsAccess(req.headers.authorization, req.socket.remoteAddress) === 200;
+  const operator = metricsAccess(req.headers, req.socket.remoteAddress) === 200;
   const body = await serviceHealth(getDb().db, { models: operator });
   res.setHeader("cache-control", "no-store");
   res.status(body.status === "down" ? 503 : 200).json(body);

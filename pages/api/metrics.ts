@@ -6,7 +6,7 @@ import { getDb } from "@/lib/db/client";
 import { metricsAccess, scrapeAll } from "@/lib/observe/scrape";
 
 export default async function metrics(req: NextApiRequest, res: NextApiResponse): Promise<void> {
-  const access = metricsAccess(req.headers.authorization, req.socket.remoteAddress);
+  const access = metricsAccess(req.headers, req.socket.remoteAddress);
   if (access !== 200) {
     res.status(access).json({
       error: {
@@ -14,7 +14,7 @@ export default async function metrics(req: NextApiRequest, res: NextApiResponse)
         message:
           access === 401
             ? "Send 'Authorization: Bearer <METRICS_TOKEN>'."
-            : "Metrics are served on loopback only unless METRICS_TOKEN is set.",
+            : "Metrics are served on loopback only (not through a proxy) unless METRICS_TOKEN is set.",
       },
     });
     return;

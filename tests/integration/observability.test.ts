@@ -72,6 +72,20 @@ describe("metrics", () => {
   });
 });
 
+describe("metrics behind a proxy on this machine", () => {
+  it("refuses /metrics, and the models in /api/health, to what the proxy forwards", async () => {
+    const proxied = { "x-forwarded-for": "203.0.113.9" };
+    const metrics = await client().get("/metrics", proxied);
+    expect(metrics.status).toBe(403);
+    expect(metrics.json.error.type).toBe("forbidden");
+    expect((await client().get("/metrics")).status).toBe(200); // this machine itself
+    const health = await client().get("/api/health", proxied);
+    expect(health.status).toBe(200);
+    expect(JSON.stringify(health.json)).not.toContain("models");
+    expect(JSON.stringify((await client().get("/api/health")).json)).toContain("models");
+  });
+});
+
 describe("usage", () => {
   it("sums each completion's usage per day, key and deployment, for the team's own keys only", async () => {
     const team = await makeTeam();
