@@ -41,6 +41,8 @@ export class Engine {
   private readonly retiring = new Map<string, Promise<Scheduler>>();
   /** Cancels each scheduler's model load while it is in progress (a download). */
   private readonly loads = new Map<Promise<Scheduler>, AbortController>();
+  /** The schedulers whose loads have finished, by their promise. */
+  private readonly settled = new WeakMap<Promise<Scheduler>, Scheduler>();
   /** The schedulers made and not yet closed (retiring ones included). */
   private readonly made = new Set<Scheduler>();
 
@@ -150,7 +152,10 @@ export class Engine {
       this.loads.set(created, load);
       this.schedulers.set(key, created);
       created.then(
-        () => this.loads.delete(created),
+        (scheduler) => {
+          this.loads.delete(created);
+          this.settled.set(created, scheduler);
+        },
         () => {
           this.loads.delete(created);
           if (this.schedulers.get(key) === created) this.schedulers.delete(key);
@@ -166,6 +171,13 @@ export class Engine {
     const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model/registry"), import("./scheduler")]);
     this.registry ??= new ModelRegistry();
     const model = await this.registry.get(id, opts);
+    if (opts?.signal?.aborted) {
+      // Cancelled while onnxruntime built its session (which cannot be stopped): not served. A
+      // scheduler made now would never be closed (a new load took its place) and its budget
+      // would be set aside from every later model's.
+      await this.registry.releaseCancelled(id, opts.dtype ?? "auto");
+      throw loadError("cancelled", "the model is no longer deployed");
+    }
     // Without a configured budget, half the memory left once the model is in: room for this
     // model's requests to grow their caches without the worker being OOM-killed, and for others.
     // What the models loaded before may still take (their budgets and prompt caches, less what
@@ -190,7 +202,9 @@ export class Engine {
       [this.retiring, 1],
     ] as const) {
       for (const [key, s] of map) {
-        const scheduler = await s.catch(() => null);
+        // Loads in progress are left out, not waited for: a download can take many minutes, and
+        // the worker's metrics (the app's scrape gives each worker 2 s) must answer meanwhile.
+        const scheduler = this.settled.get(s);
         if (!scheduler) continue;
         const [id, dtype] = keyParts(key);
         out.push({ id, dtype, ...scheduler.stats(), ...(retiring ? { retiring } : {}) });

@@ -63,6 +63,27 @@ describe("the default KV budgets of several models", () => {
   });
 });
 
+describe("a load cancelled while onnxruntime builds its session (which cannot be stopped)", () => {
+  it("is not served once built, is released, and sets no budget aside for the load that replaced it", async () => {
+    const GiB = 2 ** 30;
+    const engine = new Engine({ models: [dir], availableMemory: () => 10 * GiB });
+    let rewanted: Promise<unknown> | undefined;
+    const loading = engine.load(dir, "fp32", (p) => {
+      if (p.state !== "loading" || rewanted) return;
+      // Deleted and created again while its graph loads.
+      engine.retain([]);
+      rewanted = engine.scheduler(dir, "fp32");
+    });
+    await expect(loading).rejects.toMatchObject({ reason: "cancelled" });
+    const again = (await rewanted) as Awaited<ReturnType<Engine["scheduler"]>>;
+    // Half the memory, as for the only model: before, the cancelled load's scheduler was kept
+    // (never closed) and its budget set aside from every later one's.
+    expect(again.kvBudget).toBe(5 * GiB);
+    expect((await engine.loadStats()).map((l) => [l.dtype, l.retiring])).toEqual([["fp32", undefined]]);
+    await engine.dispose();
+  });
+});
+
 describe("Engine.retain", () => {
   it("lets the running requests of a model no longer wanted finish, then releases it", async () => {
     const engine = new Engine({ models: [dir] });
@@ -135,6 +156,10 @@ describe("Engine.retain", () => {
     const states: string[] = [];
     const loading = engine.load("org/tiny", "fp32", (p) => states.push(p.state));
     await expect.poll(() => states.includes("downloading"), { timeout: 10_000 }).toBe(true);
+    // The worker's metrics answer meanwhile: a load in progress is left out, not waited for.
+    const asked = Date.now();
+    expect(await engine.loadStats()).toEqual([]);
+    expect(Date.now() - asked).toBeLessThan(500);
     const t0 = Date.now();
     engine.retain([]);
     // Wanted again at once, before the cancelled load has even failed.

@@ -116,6 +116,43 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
     dir = got.dir;
     dtype = got.dtype; // what `auto` chose among the repository's files, not just the cached ones
   }
+  // One load at a time, from its memory check to its end: loads that ran side by side each saw
+  // the memory none of them had taken yet, passed, and together ran the worker out of it.
+  const release = await loadTurn(id, opts.signal);
+  try {
+    return await loadFolder(id, dir, dtype, opts);
+  } finally {
+    release();
+  }
+}
+
+/** Loads of this process, in turn (see loadModel). */
+let loadTurns: Promise<unknown> = Promise.resolve();
+
+/** Waits for the loads before this one (or the abort); returns the release of this one's turn. */
+async function loadTurn(id: string, signal: AbortSignal | undefined): Promise<() => void> {
+  let release!: () => void;
+  const mine = new Promise<void>((r) => (release = r));
+  const before = loadTurns;
+  loadTurns = before.then(() => mine);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(loadError("cancelled", `load of ${id} cancelled`));
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      void before.then(() => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      });
+    });
+  } catch (e) {
+    release();
+    throw e;
+  }
+  return release;
+}
+
+async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: LoadModelOptions): Promise<LoadedModel> {
   const folder = readModelFolder(dir, id);
   const choice = chooseGraph(id, folder.onnxFiles, dtype, folder.config);
   let graphOps: GraphOps;
@@ -150,7 +187,8 @@ export async function loadModel(id: string, opts: LoadModelOptions = {}): Promis
         `each row of this graph will run a pass of its own: ${aloneBecause}`,
       );
     }
-    checkMemory(id, choice.graph, weights * (additions.rowWise ? 2 : 1), available);
+    const halfPrecision = /16$/.test(choice.dtype); // fp16, q4f16, q2f16
+    checkMemory(id, choice.graph, weights * (additions.rowWise ? 2 : 1), available, halfPrecision ? 2 : 1);
   }
   opts.onProgress?.({ state: "loading", dtype: choice.dtype });
 

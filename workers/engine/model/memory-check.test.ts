@@ -16,7 +16,8 @@ describe("memory check", () => {
   it("refuses a graph, external data counted, that needs more than is available; loads it at the boundary", async () => {
     const size = (f: string) => statSync(path.join(dir, "onnx", f)).size;
     const weights = size("model_fp16.onnx") + size("model_fp16.onnx_data");
-    const need = neededBytes(weights);
+    // onnxruntime's CPU kernels hold a float16 graph's weights widened to float32: twice the file.
+    const need = neededBytes(2 * weights);
 
     const refused = loadModel(dir, { dtype: "fp16", availableMemory: () => need - 1 });
     await expect(refused).rejects.toMatchObject({ code: "internal", reason: "insufficient_memory", param: "model" });
@@ -26,6 +27,21 @@ describe("memory check", () => {
     expect(m.info.dtype).toBe("fp16");
     await m.dispose();
     // (Without the 2 MB data file counted, need - 1 would have been plenty for the 39 kB graph.)
+  });
+
+  it("checks loads one at a time: two that fit only one by one are not both let through", async () => {
+    const weights = statSync(path.join(dir, "onnx/model.onnx")).size;
+    const base = trackedWeights().loaded;
+    // Room for one fp32 load, not two: each check sees what the loads before it took.
+    const budget = neededBytes(weights) + Math.floor(weights / 2);
+    const available = () => budget - (trackedWeights().loaded - base);
+    const [a, b] = await Promise.allSettled([
+      loadModel(dir, { dtype: "fp32", availableMemory: available }),
+      loadModel(dir, { dtype: "fp32", availableMemory: available }),
+    ]);
+    expect(a.status).toBe("fulfilled");
+    expect(b).toMatchObject({ status: "rejected", reason: { reason: "insufficient_memory" } });
+    if (a.status === "fulfilled") await a.value.dispose();
   });
 
   it("can be turned off", async () => {

@@ -36,6 +36,11 @@ export class ModelRegistry {
     await (await entry.model.catch(() => null))?.dispose();
   }
 
+  /** Releases the model of (id, dtype) if its load was cancelled (a new load has not replaced it). */
+  async releaseCancelled(id: string, dtype: string): Promise<void> {
+    if (this.models.get(keyOf(id, dtype))?.signal?.aborted) await this.release(id, dtype);
+  }
+
   loadedIds(): string[] {
     return [...new Set([...this.models.values()].map((e) => e.id))];
   }

@@ -92,6 +92,9 @@ async function download(job: FileJob): Promise<void> {
       start = 0;
     }
     let hash = newHash(file);
+    // What arrived before is hashed first, before the request and its stall timer: hashing
+    // gigabytes can take longer than the stall timeout, which then cut every resumed attempt.
+    if (start > 0 && hash) await hashExisting(hash, partial);
     // A connection that stops sending is dropped after stallMs without a byte, then resumed.
     const stall = new AbortController();
     let timer = setTimeout(() => stall.abort(), hub.stallMs ?? STALL_MS);
@@ -125,9 +128,10 @@ async function download(job: FileJob): Promise<void> {
       await res.body?.cancel();
       throw hubError(hub, res, repo, file.path);
     }
-    if (!resumed)
+    if (!resumed && start > 0) {
       start = 0; // the server sent the whole file
-    else await hashExisting(hash, partial);
+      hash = newHash(file);
+    }
     let done = start;
     opts.onBytes(done);
     let fh;
