@@ -17,6 +17,12 @@ describe("metrics access", () => {
     expect(metricsAccess({ authorization: "Bearer anything" }, "10.1.2.3")).toBe(403);
   });
 
+  it("goes by what the app's server saw of the request, before Next.js added headers of its own", () => {
+    const nextAdds = { "x-forwarded-for": "127.0.0.1", "x-forwarded-host": "localhost:3000" };
+    expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "0" }, "127.0.0.1")).toBe(200);
+    expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "1" }, "127.0.0.1")).toBe(403);
+  });
+
   it("refuses what a proxy on this machine forwards: it connects from loopback for everyone", () => {
     expect(metricsAccess({ "x-forwarded-for": "203.0.113.9" }, "127.0.0.1")).toBe(403);
     expect(metricsAccess({ forwarded: "for=203.0.113.9" }, "::1")).toBe(403);

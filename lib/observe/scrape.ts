@@ -13,6 +13,11 @@ const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
 
 /** Headers a proxy adds to what it forwards: a request carrying one came from further away. */
 const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
+/**
+ * Set by the app's server (scripts/lib/app-server.mjs) from the headers the request came with,
+ * before Next.js adds x-forwarded-* headers of its own: "1" when a proxy forwarded it.
+ */
+const PROXIED_HEADER = "x-lmp-proxied";
 
 /**
  * Who may read /metrics: with METRICS_TOKEN set, a request bearing it (from anywhere); without,
@@ -26,7 +31,9 @@ export function metricsAccess(
 ): 200 | 401 | 403 {
   const token = env().METRICS_TOKEN;
   if (token) return timingSafeEqual(digest(String(headers.authorization ?? "")), digest(`Bearer ${token}`)) ? 200 : 401;
-  if (FORWARDING.some((h) => headers[h] !== undefined)) return 403;
+  const proxied = headers[PROXIED_HEADER];
+  // Without the app's server (`next start`), Next.js's own headers are among these: refused.
+  if (proxied === undefined ? FORWARDING.some((h) => headers[h] !== undefined) : proxied !== "0") return 403;
   return LOOPBACK.has(remoteAddress ?? "") ? 200 : 403;
 }
 

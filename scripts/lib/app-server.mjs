@@ -159,7 +159,14 @@ function clientAddress(req) {
   return entries[Math.max(0, entries.length - proxyHops)] ?? peer;
 }
 
+// Whether a proxy forwarded the request (it says so in one of these headers), told to the routes
+// before Next.js adds x-forwarded-* headers of its own to every request: /metrics answers this
+// machine only, and a proxy on it connects from loopback for every client it serves.
+const PROXIED_HEADER = "x-lmp-proxied";
+const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
+
 const server = http.createServer((req, res) => {
+  req.headers[PROXIED_HEADER] = FORWARDING.some((h) => req.headers[h] !== undefined) ? "1" : "0";
   req.headers[CLIENT_ADDRESS_HEADER] = clientAddress(req);
   const found = route(req.url ?? "");
   if (!found) return void handle(req, res);
