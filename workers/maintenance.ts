@@ -1,3 +1,4 @@
+import { logger } from "@/lib/observe/log";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
@@ -18,7 +19,7 @@ export function startMaintenance(o: {
   batch: number;
   log?: (line: string) => void;
 }): { stop: () => Promise<void> } {
-  const log = o.log ?? ((line: string) => console.log(line));
+  const log = o.log ?? ((line: string) => logger().info(line));
   const shutdown = new AbortController();
   const loop = (async () => {
     while (!shutdown.signal.aborted) {
@@ -34,7 +35,7 @@ export function startMaintenance(o: {
           );
         }
       } catch (err) {
-        console.error("[maintenance] failed", err);
+        logger().error({ err }, "[maintenance] failed");
       }
       await sleep(o.intervalSeconds * 1000, undefined, { signal: shutdown.signal }).catch(() => {});
     }

@@ -1,4 +1,5 @@
 import pino, { type Logger } from "pino";
+import { loggableError } from "./error-cause";
 
 /**
  * Structured logs (pino): one JSON object per line, for both processes (`proc`: app, worker,
@@ -20,6 +21,8 @@ export function logger(): Logger {
     level,
     base: { proc, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // An error's reason (its innermost cause), never a failed query's values.
+    serializers: { err: loggableError },
     // Belt and braces: any of these keys is masked wherever it appears in a log object.
     redact: {
       paths: ["authorization", "*.authorization", "secret", "*.secret", "password", "*.password", "prompt", "messages"],

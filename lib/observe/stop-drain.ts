@@ -52,7 +52,7 @@ export async function drainAll(): Promise<void> {
       try {
         await drain();
       } catch (err) {
-        logger().error({ err: (err as Error).message, drainer: name }, "could not finish a write before stopping");
+        logger().error({ err, drainer: name }, "could not finish a write before stopping");
       }
     }),
   );

@@ -188,6 +188,6 @@ function touchLastUsed(db: DbOrTx, keyId: string, lastUsedAt: Date | null): void
     )
     .then(
       () => {},
-      (err: unknown) => logger().error({ err: (err as Error).message }, "last_used_at update failed"),
+      (err: unknown) => logger().error({ err }, "last_used_at update failed"),
     );
 }

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
 import { withoutTeam } from "../contracts/models";
+import { errorCause } from "../observe/error-cause";
 import { liveWorkers } from "./inference-routing";
 
 export type Health = {
@@ -40,7 +41,7 @@ export async function serviceHealth(db: DbOrTx, opts: { models: boolean }): Prom
   } catch (err) {
     return {
       status: "down",
-      database: { ok: false, error: (err as Error).message },
+      database: { ok: false, error: errorCause(err) },
       workers: { live: 0, ...(opts.models && { models: [] }) },
     };
   } finally {

@@ -213,7 +213,7 @@ export async function withWorker<T>(
       // No answer before the response started: the worker is gone (crashed, stopped, unreachable)
       // or frozen (WorkerTimeoutError). The next worker gets the request.
       avoidUntil.set(w.id, Date.now() + AVOID_MS);
-      logger().warn({ worker: w.id, address: w.address, err: (e as Error).message }, "worker unreachable");
+      logger().warn({ worker: w.id, address: w.address, err: e }, "worker unreachable");
     }
     // Every worker of the (cached) registry failed: one fresh read may know a new one (a worker
     // restarted a moment ago registers under a new id and address). The workers tried are left

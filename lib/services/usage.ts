@@ -87,7 +87,7 @@ export async function flushUsage(): Promise<void> {
   recorder.flushing = write(db, rows)
     .catch((err: unknown) => {
       // Kept for the next flush: merged back into whatever arrived meanwhile.
-      logger().error({ err: (err as Error).message, rows: rows.length }, "usage write failed; retrying later");
+      logger().error({ err, rows: rows.length }, "usage write failed; retrying later");
       for (const r of rows) {
         const key = `${r.day}|${r.team_id}|${r.key_id}|${r.deployment_id}`;
         const now = recorder.pending.get(key);

@@ -61,7 +61,7 @@ export async function authenticateUser(db: DbOrTx, email: string, password: stri
   if (needsRehash(user.passwordHash)) {
     void hashPassword(password)
       .then((passwordHash) => db.update(users).set({ passwordHash }).where(eq(users.id, user.id)))
-      .catch((err: unknown) => logger().error({ err: (err as Error).message }, "password rehash failed"));
+      .catch((err: unknown) => logger().error({ err }, "password rehash failed"));
   }
   return user;
 }

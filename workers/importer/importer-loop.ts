@@ -1,3 +1,4 @@
+import { logger } from "@/lib/observe/log";
 import { setTimeout as sleep } from "node:timers/promises";
 import { claimImport, failImport, releaseImport, type ImportJob } from "@/lib/services/import-jobs";
 import { importBlobPrefix } from "@/lib/services/imports";
@@ -16,7 +17,7 @@ export type ImporterOptions = Omit<ImportOptions, "signal"> & {
  * claimed more than `maxAttempts` times becomes FAILED; `stop()` gives the current one back.
  */
 export function startImporter(o: ImporterOptions): { stop: () => Promise<void> } {
-  const log = o.log ?? ((line: string) => console.log(line));
+  const log = o.log ?? ((line: string) => logger().info(line));
   const shutdown = new AbortController();
 
   const fail = async (job: ImportJob, reason: string) => {
@@ -36,7 +37,7 @@ export function startImporter(o: ImporterOptions): { stop: () => Promise<void> }
       else log(`[importer] ${job.id}: lease lost (taken over or ended); dropped`);
     } catch (err) {
       if (shutdown.signal.aborted) return releaseImport(o.db, { id: job.id, owner: o.owner, countAttempt: false });
-      console.error(`[importer] ${job.id} attempt ${job.attempts} failed`, err);
+      logger().error({ err, import: job.id, attempt: job.attempts }, "[importer] attempt failed");
       if (job.attempts >= o.maxAttempts) await fail(job, "Could not read the uploaded file.");
       else await releaseImport(o.db, { id: job.id, owner: o.owner, countAttempt: true });
     }
@@ -49,7 +50,7 @@ export function startImporter(o: ImporterOptions): { stop: () => Promise<void> }
         job = await claimImport(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds });
         if (job) await runJob(job);
       } catch (err) {
-        console.error("[importer] job loop error", err);
+        logger().error({ err }, "[importer] job loop error");
       }
       if (!job) await sleep(o.pollMs, undefined, { signal: shutdown.signal }).catch(() => {});
     }

@@ -219,7 +219,7 @@ export async function openUpstream(
       if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
       avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
-      logger().warn({ upstream: shownUrl(url), err: (e as Error).message }, "upstream failed before answering");
+      logger().warn({ upstream: shownUrl(url), err: e }, "upstream failed before answering");
       continue;
     }
     avoidUntil.delete(avoidKey(target.teamId, url));
