@@ -1,3 +1,5 @@
+import { pageTeamHeaders } from "./shell/page-team";
+
 /** The dashboard's own JSON endpoints (`/api/ui/**`), called by client components. */
 export class UiError extends Error {
   constructor(
@@ -12,7 +14,7 @@ export class UiError extends Error {
 export async function uiFetch<T>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal } = {}) {
   const res = await fetch(path, {
     method: init.method ?? (init.body === undefined ? "GET" : "POST"),
-    headers: init.body === undefined ? undefined : { "content-type": "application/json" },
+    headers: { ...pageTeamHeaders(), ...(init.body === undefined ? {} : { "content-type": "application/json" }) },
     body: init.body === undefined ? undefined : JSON.stringify(init.body),
     signal: init.signal,
     cache: "no-store",

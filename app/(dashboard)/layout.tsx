@@ -1,6 +1,7 @@
 import type { ReactNode } from "react";
 import { AppShell } from "@/components/shell/app-shell";
 import { Providers } from "@/components/shell/providers";
+import { TeamSync } from "@/components/shell/page-team";
 import { requireTeamContext } from "@/lib/auth/session";
 
 // Every dashboard page needs a session (each page checks again: layouts do not re-run on navigation).
@@ -10,6 +11,9 @@ export default async function DashboardLayout({ children }: { children: ReactNod
   return (
     // Keyed by team: switching teams starts with an empty client cache, never the other team's data.
     <Providers key={team.id}>
+      {/* The team this page shows: the dashboard's requests send it (components/shell/page-team.ts). */}
+      <meta name="lmp-team" content={team.id} />
+      <TeamSync teamId={team.id} />
       <AppShell user={user} team={pick(team)} teams={teams.map(pick)}>
         {children}
       </AppShell>

@@ -9,6 +9,7 @@ import { safeCallback } from "@/lib/ui/safe-callback";
 import { uiFetch, UiError } from "../api-client";
 import { Button } from "../ui/button";
 import { Field, Input } from "../ui/field";
+import { serverFieldError } from "@/lib/ui/field-error";
 import { fieldErrors } from "../ui/form-errors";
 import { ErrorBanner } from "../ui/states";
 
@@ -48,7 +49,8 @@ export function SignUpForm({ callbackUrl }: { callbackUrl?: string }) {
         } catch (err) {
           setPending(false);
           const ui = err instanceof UiError ? err : new UiError("Sign-up failed. Try again.", 500);
-          setErrors({ [ui.param ?? "form"]: ui.message.replace(/^Invalid '[^']+': /, "") });
+          const message = ui.message.replace(/^Invalid '[^']+': /, "");
+          setErrors(serverFieldError({ message, param: ui.param }, ["email", "password", "name", "teamName"]));
         }
       }}
     >

@@ -127,7 +127,10 @@ export function DatasetsTable({ initial, canDelete }: { initial: DatasetDto[]; c
       </DataTable>
       <ConfirmDialog
         open={deleting !== null}
-        onClose={() => setDeleting(null)}
+        onClose={() => {
+          setDeleting(null);
+          remove.reset(); // the next one opened starts without this one's error
+        }}
         title={`Delete ${deleting?.name ?? "dataset"}?`}
         description="Its file is removed and its name becomes free. The samples stay in their pipeline."
         testId="delete-dataset-dialog"

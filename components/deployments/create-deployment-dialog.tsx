@@ -9,6 +9,7 @@ import { uiFetch } from "../api-client";
 import { Button } from "../ui/button";
 import { Dialog } from "../ui/dialog";
 import { Field, Input, Select } from "../ui/field";
+import { serverFieldError } from "@/lib/ui/field-error";
 import { fieldErrors } from "../ui/form-errors";
 import { ErrorBanner } from "../ui/states";
 
@@ -67,7 +68,7 @@ export function CreateDeploymentButton() {
       queryClient.invalidateQueries({ queryKey: ["deployments"] });
       close();
     },
-    onError: (e: Error & { param?: string }) => setErrors(e.param ? { [e.param]: e.message } : { form: e.message }),
+    onError: (e: Error & { param?: string }) => setErrors(serverFieldError(e, ["name", "model", "dtype", "upstream"])),
   });
   const close = () => {
     setOpen(false);

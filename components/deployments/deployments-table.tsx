@@ -107,7 +107,10 @@ export function DeploymentsTable({ initial, canManage }: { initial: DeploymentDt
       </DataTable>
       <ConfirmDialog
         open={deleting !== null}
-        onClose={() => setDeleting(null)}
+        onClose={() => {
+          setDeleting(null);
+          remove.reset(); // the next one opened starts without this one's error
+        }}
         title={`Delete ${deleting?.name ?? "deployment"}?`}
         description={
           <>

@@ -8,6 +8,7 @@ import { Card } from "../ui/card";
 import { Field, Input, Select } from "../ui/field";
 import { ErrorBanner, Spinner } from "../ui/states";
 import { readEventStream } from "./sse-reader";
+import { pageTeamHeaders } from "../shell/page-team";
 import { TokenView, type StreamedToken } from "./token-view";
 
 type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -101,6 +102,7 @@ export function Playground({
     try {
       const res = await fetch(`/api/ui/deployments/${deployment}/stream?${toPlaygroundSearch(params)}`, {
         signal: controller.signal,
+        headers: pageTeamHeaders(),
       });
       if (!res.ok) {
         const body = await res.json().catch(() => null);

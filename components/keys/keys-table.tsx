@@ -86,7 +86,10 @@ export function KeysTable({ initial, canRevoke }: { initial: ApiKeyDto[]; canRev
       </DataTable>
       <ConfirmDialog
         open={revoking !== null}
-        onClose={() => setRevoking(null)}
+        onClose={() => {
+          setRevoking(null);
+          revoke.reset(); // the next one opened starts without this one's error
+        }}
         title="Revoke this key?"
         description={
           <>

@@ -4,6 +4,7 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useState } from "react";
 import { uiFetch, UiError } from "../api-client";
+import { announceTeam } from "../shell/page-team";
 import { Button } from "../ui/button";
 import { ErrorBanner } from "../ui/states";
 
@@ -22,7 +23,8 @@ export function AcceptInviteButton({ token, teamName }: { token: string; teamNam
           setPending(true);
           setError(null);
           try {
-            await uiFetch("/api/ui/invites/accept", { body: { token } });
+            const { team } = await uiFetch<{ team: { id: string } }>("/api/ui/invites/accept", { body: { token } });
+            announceTeam(team.id);
             router.push("/pipelines");
             router.refresh();
           } catch (err) {

@@ -1,10 +1,12 @@
 "use client";
 
-import { useQuery } from "@tanstack/react-query";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
-import { useState } from "react";
+import { useRef, useState } from "react";
 import type { ImportDto } from "@/lib/contracts/imports";
 import { uiFetch } from "../api-client";
+import { pageTeamHeaders } from "../shell/page-team";
+import { invalidatePipeline } from "./sample-count";
 import { Button } from "../ui/button";
 import { Dialog } from "../ui/dialog";
 import { ErrorBanner } from "../ui/states";
@@ -20,11 +22,15 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
   const [error, setError] = useState<string | undefined>();
   const [importId, setImportId] = useState<string | null>(null);
   const router = useRouter();
+  const queryClient = useQueryClient();
+  const xhrRef = useRef<XMLHttpRequest | null>(null);
   const progress = useQuery({
     queryKey: ["import", importId],
     queryFn: ({ signal }) => uiFetch<ImportDto>(`/api/ui/imports/${importId}`, { signal }),
     enabled: importId !== null,
-    refetchInterval: (q) => (q.state.data && q.state.data.status !== "PROCESSING" ? false : 500),
+    // Polled until it ends, or until the import cannot be read (its error is shown).
+    refetchInterval: (q) =>
+      q.state.status === "error" || (q.state.data && q.state.data.status !== "PROCESSING") ? false : 500,
   });
   const done = progress.data !== undefined && progress.data.status !== "PROCESSING";
 
@@ -33,25 +39,36 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
     setError(undefined);
     setUploaded(0);
     const xhr = new XMLHttpRequest();
+    xhrRef.current = xhr;
     xhr.open("POST", `/api/ui/pipelines/${pipelineId}/import`);
     xhr.setRequestHeader("content-type", "application/x-ndjson");
+    for (const [name, value] of Object.entries(pageTeamHeaders())) xhr.setRequestHeader(name, value);
     xhr.upload.onprogress = (e) => setUploaded(e.loaded);
     xhr.onload = () => {
-      const json = JSON.parse(xhr.responseText || "null") as (ImportDto & { error?: { message?: string } }) | null;
+      xhrRef.current = null;
+      setUploaded(null);
+      const json = parsedBody(xhr.responseText);
       if (xhr.status === 202 && json) setImportId(json.id);
       else setError(json?.error?.message ?? `Upload failed (${xhr.status}).`);
-      setUploaded(null);
     };
     xhr.onerror = () => {
+      xhrRef.current = null;
       setError("The upload failed.");
       setUploaded(null);
     };
     xhr.send(file);
   };
   const close = () => {
-    if (done) router.refresh(); // the new samples on the page
+    xhrRef.current?.abort(); // an upload still running stops: nothing is imported
+    xhrRef.current = null;
+    if (done) {
+      // The new samples: the page's first render, and the table's and counts' cached queries.
+      invalidatePipeline(queryClient, pipelineId);
+      router.refresh();
+    }
     setOpen(false);
     setFile(null);
+    setUploaded(null);
     setImportId(null);
     setError(undefined);
   };
@@ -99,6 +116,7 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
               {d.error ? <ErrorBanner message={d.error} /> : null}
             </div>
           ) : null}
+          {progress.isError ? <ErrorBanner message={progress.error.message} /> : null}
           {error ? <ErrorBanner message={error} /> : null}
           <div className="flex justify-end gap-2">
             <Button variant="secondary" onClick={close}>
@@ -114,6 +132,15 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
       </Dialog>
     </>
   );
+}
+
+/** The upload's answer, or null when it is not JSON (a proxy's page: its body limit, a timeout). */
+function parsedBody(text: string): (ImportDto & { error?: { message?: string } }) | null {
+  try {
+    return JSON.parse(text || "null") as (ImportDto & { error?: { message?: string } }) | null;
+  } catch {
+    return null;
+  }
 }
 
 function Bar({ label, value, max, testId }: { label: string; value: number; max: number; testId?: string }) {

@@ -1,11 +1,17 @@
 "use client";
 
-import { useQuery } from "@tanstack/react-query";
+import { type QueryClient, useQuery } from "@tanstack/react-query";
 import type { SelectionFilter } from "@/lib/ui/selection-params";
 import { uiFetch } from "../api-client";
 import { Skeleton } from "../ui/states";
 
 export const countKey = (pipelineId: string, filter: SelectionFilter) => ["count", pipelineId, filter] as const;
+
+/** Every page and count of the pipeline's selections is stale (new samples came, an import ended). */
+export function invalidatePipeline(queryClient: QueryClient, pipelineId: string): void {
+  void queryClient.invalidateQueries({ queryKey: ["samples", pipelineId] });
+  void queryClient.invalidateQueries({ queryKey: ["count", pipelineId] });
+}
 
 export function useSelectionCount(
   pipelineId: string,

@@ -1,9 +1,10 @@
 "use client";
 
-import { useQuery } from "@tanstack/react-query";
-import { useState } from "react";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useState } from "react";
 import type { SampleMessage } from "@/lib/contracts/messages";
 import type { GenerationFacts, PreviewSample } from "@/lib/contracts/capture";
+import { UiError } from "../api-client";
 import { Button } from "../ui/button";
 import { cx } from "../ui/cx";
 import { ErrorBanner, Spinner } from "../ui/states";
@@ -23,17 +24,26 @@ export function sameOrigin(url: string): string {
 async function fetchMessages(url: string, signal: AbortSignal): Promise<Message[]> {
   const res = await fetch(sameOrigin(url), { signal });
   const json = await res.json().catch(() => null);
-  if (!res.ok) throw new Error(json?.error?.message ?? `Could not load the sample (${res.status}).`);
+  if (!res.ok) throw new UiError(json?.error?.message ?? `Could not load the sample (${res.status}).`, res.status);
   return json as Message[];
 }
 
 export function SamplePanel({ sample, onClose }: { sample: PreviewSample; onClose: () => void }) {
   const [view, setView] = useState<"chat" | "json">("chat");
+  const queryClient = useQueryClient();
   const q = useQuery({
-    queryKey: ["sample-content", sample.id],
+    // By URL too: a page fetched again signs its samples' URLs anew.
+    queryKey: ["sample-content", sample.id, sample.url],
     queryFn: ({ signal }) => fetchMessages(sample.url, signal),
     staleTime: 5 * 60_000,
+    retry: (n, err) => !(err instanceof UiError && err.status === 403) && n < 1,
   });
+  // A signed URL past its expiry (a page left open longer than SIGNED_URL_TTL_SECONDS): the
+  // pages are fetched again, which signs new URLs, and this sample's is then read.
+  const expired = q.error instanceof UiError && q.error.status === 403;
+  useEffect(() => {
+    if (expired) void queryClient.invalidateQueries({ queryKey: ["samples"] });
+  }, [expired, queryClient]);
   return (
     <aside
       aria-label={`Sample ${sample.id}`}

@@ -1,12 +1,12 @@
 "use client";
 
-import { keepPreviousData, useQuery } from "@tanstack/react-query";
+import { keepPreviousData, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 import type { PreviewSample } from "@/lib/contracts/capture";
 import type { SampleDto } from "@/lib/contracts/pipelines";
 import { filterOf, hasFilter, PAGE_SIZES, pageKey } from "@/lib/ui/selection-params";
 import { uiFetch } from "../api-client";
-import { useSelectionCount } from "../pipelines/sample-count";
+import { invalidatePipeline, useSelectionCount } from "../pipelines/sample-count";
 import { Button } from "../ui/button";
 import { Card } from "../ui/card";
 import { Select } from "../ui/field";
@@ -48,6 +48,12 @@ export function SelectionView({ pipelineId, publicUrl, initial, deployments }: P
   // A pipeline with samples never counts them all just for that: on 1M samples that is the
   // most expensive query of the page.
   const total = useSelectionCount(pipelineId, {}, { pollWhileEmpty: true, enabled: !initial.hasSamples });
+  // The first samples arrived while the page was open: its (empty) page and counts are stale.
+  const queryClient = useQueryClient();
+  const arrived = !initial.hasSamples && (total.data ?? 0) > 0;
+  useEffect(() => {
+    if (arrived) invalidatePipeline(queryClient, pipelineId);
+  }, [arrived, queryClient, pipelineId]);
   const samples = page.data?.samples ?? [];
   const selectedIndex = samples.findIndex((s) => s.id === state.sample);
   const selected = selectedIndex >= 0 ? samples[selectedIndex] : undefined;

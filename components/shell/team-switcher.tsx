@@ -3,6 +3,7 @@
 import { useRouter } from "next/navigation";
 import { useState } from "react";
 import { uiFetch } from "../api-client";
+import { announceTeam } from "./page-team";
 import { Select } from "../ui/field";
 
 type TeamOption = { id: string; name: string; slug: string };
@@ -11,6 +12,7 @@ type TeamOption = { id: string; name: string; slug: string };
 export function TeamSwitcher({ teams, currentId }: { teams: TeamOption[]; currentId: string }) {
   const router = useRouter();
   const [pending, setPending] = useState(false);
+  const [error, setError] = useState<string | null>(null);
   if (teams.length < 2) {
     const team = teams[0];
     return (
@@ -30,12 +32,22 @@ export function TeamSwitcher({ teams, currentId }: { teams: TeamOption[]; curren
         value={currentId}
         disabled={pending}
         onChange={async (e) => {
+          const teamId = e.target.value;
           setPending(true);
-          await uiFetch("/api/ui/team", { body: { teamId: e.target.value } });
-          // Every page shows the team's own data: start again from the pipelines list.
-          router.push("/pipelines");
-          router.refresh();
-          setPending(false);
+          setError(null);
+          try {
+            await uiFetch("/api/ui/team", { body: { teamId } });
+            announceTeam(teamId);
+            // Every page shows the team's own data: start again from the pipelines list.
+            router.push("/pipelines");
+            router.refresh();
+          } catch (err) {
+            // Removed from that team meanwhile, rate-limited, offline: say so, and reload the list.
+            setError(err instanceof Error ? err.message : "Switching teams failed.");
+            router.refresh();
+          } finally {
+            setPending(false);
+          }
         }}
       >
         {teams.map((t) => (
@@ -44,6 +56,11 @@ export function TeamSwitcher({ teams, currentId }: { teams: TeamOption[]; curren
           </option>
         ))}
       </Select>
+      {error ? (
+        <p role="alert" className="px-1.5 text-xs text-red-600 dark:text-red-400">
+          {error}
+        </p>
+      ) : null}
     </div>
   );
 }

@@ -3,7 +3,7 @@ import { cookies } from "next/headers";
 import { getSessionUser, resolveTeamContext, TEAM_COOKIE, type TeamContext } from "../auth/session";
 import { getDb, type DbHandle } from "../db/client";
 import { memberLimitId, takeRequest, teamLimits } from "../limits";
-import { ApiError, forbidden } from "../errors";
+import { ApiError, conflict, forbidden } from "../errors";
 import { observeResponse } from "../observe/request";
 import { errorResponse, newRequestId } from "./respond";
 import { handlerResponse, routeParams, validBody, type RouteContext } from "./route-parts";
@@ -18,6 +18,11 @@ type Options<B extends z.ZodType | undefined, A extends "session" | "none"> = {
   role?: "owner";
   /** What the route does, for the 403 message ("revoke keys"). */
   action?: string;
+  /**
+   * Take a request whose page shows another team than the current one (switching teams). Every
+   * other route refuses it with a 409: see components/shell/page-team.ts.
+   */
+  anyTeam?: boolean;
   /** Zod schema of the JSON body (the same contract as the hosted API where there is one). */
   body?: B;
 };
@@ -32,6 +37,9 @@ type Handler<B extends z.ZodType | undefined, A extends "session" | "none"> = (c
   body: B extends z.ZodType ? z.infer<B> : undefined;
   session: A extends "session" ? TeamContext : undefined;
 }) => Promise<Response | unknown>;
+
+/** The team the dashboard page that made the request shows (components/shell/page-team.ts). */
+const PAGE_TEAM_HEADER = "x-lmp-team";
 
 const unsignedIn = () => new ApiError(401, "unauthorized", "Sign in to continue.");
 
@@ -61,6 +69,12 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
         if (!user) throw unsignedIn();
         session = (await resolveTeamContext(handle.db, user, (await cookies()).get(TEAM_COOKIE)?.value)) ?? undefined;
         if (!session) throw forbidden("You are not a member of any team: open an invite link to join one.");
+        const shown = req.headers.get(PAGE_TEAM_HEADER);
+        if (shown && shown !== session.team.id && !options.anyTeam) {
+          throw conflict(
+            `The current team changed to ${session.team.name} in another tab: reload this page to work in it.`,
+          );
+        }
         teamId = session.team.id;
         if (options.role === "owner" && session.team.role !== "owner") {
           throw forbidden(`Only owners of the team can ${options.action ?? "do this"}.`);

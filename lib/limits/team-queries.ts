@@ -9,8 +9,14 @@ import { rateLimited } from "../errors";
 
 const MAX_WAITING = 100;
 
-const running = new Map<string, number>();
-const waiting = new Map<string, (() => void)[]>();
+// On globalThis, like the rate limiters (./index.ts): Next.js may load the routes and pages that
+// take slots as separate copies of this module, each with counters of its own.
+const slots = ((globalThis as unknown as { __lmpQuerySlots?: QuerySlots }).__lmpQuerySlots ??= {
+  running: new Map(),
+  waiting: new Map(),
+});
+const { running, waiting } = slots;
+type QuerySlots = { running: Map<string, number>; waiting: Map<string, (() => void)[]> };
 
 /**
  * A slot for one selection query of `teamId`; resolves with its release (to call exactly once,

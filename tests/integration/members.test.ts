@@ -94,6 +94,24 @@ describe("invite links", () => {
   });
 });
 
+describe("a tab still showing another team", () => {
+  it("is refused with a 409 and changes nothing; switching teams from it works", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    // The invitee works in the owner's team (their cookie); a tab still shows their own team.
+    const stale = { cookie: invitee.cookie, "x-lmp-team": invitee.team.id };
+    const refused = await client().post("/api/ui/pipelines", { name: "where?" }, stale);
+    expect(refused.status).toBe(409);
+    expect(refused.json.error.message).toMatch(/changed to Members in another tab/);
+    for (const cookie of [owner.cookie, invitee.cookie]) {
+      expect((await as(cookie).get("/api/ui/pipelines")).json).toEqual([]);
+    }
+    const current = { cookie: invitee.cookie, "x-lmp-team": owner.team.id };
+    expect((await client().post("/api/ui/pipelines", { name: "here" }, current)).status).toBe(200);
+    const switched = await client().post("/api/ui/team", { teamId: invitee.team.id }, stale);
+    expect(switched.status).toBe(200);
+  });
+});
+
 describe("members", () => {
   it("owners change roles and remove members; members cannot; the team keeps an owner", async () => {
     const { owner, invitee } = await teamWithInvitee();

@@ -5,6 +5,7 @@ import { ImportButton } from "@/components/pipelines/import-button";
 import { SelectionView } from "@/components/selection/selection-view";
 import { PageHeader } from "@/components/ui/page-header";
 import { requireTeamContext } from "@/lib/auth/session";
+import { withQuerySlot } from "@/lib/limits/team-queries";
 import { getDb, type Db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { SelectionBody } from "@/lib/contracts/pipelines";
@@ -40,9 +41,18 @@ export default async function PipelinePage({ params, searchParams }: Props) {
   // First paint: the page the URL asks for (the count follows from the client). A URL whose
   // filter the API refuses (a sample size past its limit, say) paints no page: the client asks
   // for it and shows the API's error, rather than this page failing as a whole.
-  const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
-  // Whether the pipeline has any sample at all (its empty state), without counting them.
-  const hasSamples = (samples?.length ?? 0) > 0 || ((await list(db, pipeline.id, { limit: 1 })) ?? []).length > 0;
+  // In one of the team's selection query slots, as the API's and the dashboard's own listings:
+  // reloads of a costly URL would otherwise hold the pool's connections past the team's share.
+  // Slots all taken for too long: no first page (the client then asks, and shows the 429).
+  const { samples, hasSamples } = await withQuerySlot(team.id, async () => {
+    const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
+    // Whether the pipeline has any sample at all (its empty state), without counting them.
+    const hasSamples = (samples?.length ?? 0) > 0 || ((await list(db, pipeline.id, { limit: 1 })) ?? []).length > 0;
+    return { samples, hasSamples };
+  }).catch((err: unknown) => {
+    if (err instanceof ApiError && err.status === 429) return { samples: null, hasSamples: true };
+    throw err;
+  });
   const deployments = (await listDeployments(db, team.id)).map((d) => d.name);
   return (
     <>

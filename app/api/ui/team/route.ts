@@ -9,7 +9,7 @@ export const dynamic = "force-dynamic";
 const Body = z.strictObject({ teamId: z.string().min(1) });
 
 // Switches the current team: only to a team the user is a member of.
-export const POST = sessionRoute({ body: Body }, async ({ body, session }) => {
+export const POST = sessionRoute({ body: Body, anyTeam: true }, async ({ body, session }) => {
   const team = session.teams.find((t) => t.id === body.teamId);
   if (!team) throw notFound(`No team with id '${body.teamId}'.`, "teamId");
   await setCurrentTeam(team.id);
