@@ -1,5 +1,5 @@
 import { expect, test } from "@playwright/test";
-import { PASSWORD, shot, signUp, uniqueEmail } from "./pages";
+import { createKey, PASSWORD, shot, signUp, uniqueEmail } from "./pages";
 
 // An owner invites a teammate with a link; the teammate creates an account from it, joins, and
 // sees the team; the owner makes them an owner, then removes them, and they lose the team.
@@ -34,6 +34,11 @@ test("an invite link brings a new teammate in; removing them takes the team away
   await expect(mate).toHaveURL(/\/pipelines$/);
   await expect(mate.getByLabel("Team").locator("option:checked")).toHaveText("Invite Labs");
 
+  // A member makes model keys (not API keys).
+  const made = await createKey(mate, "mate's backend", "Model key");
+  expect(made.secret).toMatch(/^lmp_mk_/);
+  await made.dialog.getByRole("button", { name: "Done" }).click();
+
   // The link is used up.
   await mate.goto(link);
   await expect(mate.getByRole("heading", { name: "Invite link not valid" })).toBeVisible();
@@ -42,7 +47,10 @@ test("an invite link brings a new teammate in; removing them takes the team away
   await page.reload();
   const row = members.locator(`tr[data-member="${mateEmail}"]`);
   await expect(row).toContainText(mateEmail);
-  await row.getByLabel(`Role of ${mateEmail}`).selectOption("owner");
+  await Promise.all([
+    page.waitForResponse((r) => r.url().includes("/api/ui/team/members/") && r.request().method() === "PATCH"),
+    row.getByLabel(`Role of ${mateEmail}`).selectOption("owner"),
+  ]);
   await page.reload();
   await expect(row.getByLabel(`Role of ${mateEmail}`)).toHaveValue("owner");
   await expect(page.getByTestId("invites-table")).toHaveCount(0);
@@ -51,8 +59,14 @@ test("an invite link brings a new teammate in; removing them takes the team away
   await row.getByRole("button", { name: `Remove ${mateEmail}` }).click();
   const confirm = page.getByTestId("remove-member-dialog");
   await expect(confirm).toContainText("loses access to the team at once");
+  await expect(confirm.getByRole("checkbox", { name: /Also revoke the key they made/ })).toBeChecked();
   await confirm.getByRole("button", { name: "Remove member" }).click();
   await expect(row).toHaveCount(0);
+  // The key they made is revoked with them, and says who made it.
+  await page.goto("/settings/keys");
+  const keyRow = page.getByRole("row", { name: /mate's backend/ });
+  await expect(keyRow).toContainText(mateEmail);
+  await expect(keyRow).toContainText("Revoked");
   await mate.goto("/settings/members");
   await expect(mate.getByRole("heading", { name: "Members" })).toBeVisible();
   await expect(mate.getByText("People in the Invite Labs team")).toHaveCount(0);

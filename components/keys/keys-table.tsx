@@ -15,6 +15,7 @@ const columns: Column[] = [
   { label: "Label" },
   { label: "Kind" },
   { label: "Key" },
+  { label: "Created by" },
   { label: "Created" },
   { label: "Last used" },
   { label: "Actions", srOnly: true },
@@ -57,6 +58,9 @@ export function KeysTable({ initial, canRevoke }: { initial: ApiKeyDto[]; canRev
               ) : null}
             </td>
             <td className="px-4 py-3 font-mono text-xs">{k.prefix}…</td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              {k.createdBy ?? <span title="Made with the CLI, or by a user since deleted">—</span>}
+            </td>
             <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
               <Time iso={k.createdAt} />
             </td>

@@ -34,6 +34,7 @@ export function MembersTable({
   teamName: string;
 }) {
   const [removing, setRemoving] = useState<MemberDto | null>(null);
+  const [revokeKeys, setRevokeKeys] = useState(true);
   const router = useRouter();
   const queryClient = useQueryClient();
   const q = useQuery({
@@ -44,10 +45,18 @@ export function MembersTable({
   const setRole = useMutation({
     mutationFn: (v: { userId: string; role: TeamRole }) =>
       uiFetch(`/api/ui/team/members/${encodeURIComponent(v.userId)}`, { method: "PATCH", body: { role: v.role } }),
+    // Shown at once; the list is read again either way (a refusal, the last owner's, puts it back).
+    onMutate: (v) =>
+      queryClient.setQueryData<MemberDto[]>(["members"], (list) =>
+        list?.map((m) => (m.userId === v.userId ? { ...m, role: v.role } : m)),
+      ),
     onSettled: () => queryClient.invalidateQueries({ queryKey: ["members"] }),
   });
   const remove = useMutation({
-    mutationFn: (m: MemberDto) => uiFetch(`/api/ui/team/members/${encodeURIComponent(m.userId)}`, { method: "DELETE" }),
+    mutationFn: (m: MemberDto) =>
+      uiFetch(`/api/ui/team/members/${encodeURIComponent(m.userId)}?revokeKeys=${m.keys > 0 && revokeKeys}`, {
+        method: "DELETE",
+      }),
     onSuccess: (_, m) => {
       setRemoving(null);
       if (m.you) {
@@ -57,6 +66,7 @@ export function MembersTable({
         router.refresh();
       } else {
         queryClient.invalidateQueries({ queryKey: ["members"] });
+        queryClient.invalidateQueries({ queryKey: ["keys"] });
       }
     },
   });
@@ -114,6 +124,7 @@ export function MembersTable({
         open={removing !== null}
         onClose={() => {
           setRemoving(null);
+          setRevokeKeys(true);
           remove.reset();
         }}
         title={removing?.you ? `Leave ${teamName}?` : "Remove this member?"}
@@ -126,7 +137,7 @@ export function MembersTable({
           ) : (
             <>
               <span className="font-medium">{removing?.email}</span> loses access to the team at once, and their running
-              playground streams end. The keys they made stay: keys belong to the team.
+              playground streams end.
             </>
           )
         }
@@ -136,7 +147,23 @@ export function MembersTable({
         pending={remove.isPending}
         error={remove.error}
         onConfirm={() => removing && remove.mutate(removing)}
-      />
+      >
+        {removing && removing.keys > 0 ? (
+          <label className="mb-3 flex items-start gap-2 text-sm">
+            <input
+              type="checkbox"
+              checked={revokeKeys}
+              onChange={(e) => setRevokeKeys(e.target.checked)}
+              className="mt-0.5 accent-indigo-600"
+            />
+            <span>
+              Also revoke the {removing.keys === 1 ? "key" : `${removing.keys} keys`} {removing.you ? "you" : "they"}{" "}
+              made (requests made with {removing.keys === 1 ? "it" : "them"} get 401 at once). Otherwise keys stay: they
+              belong to the team.
+            </span>
+          </label>
+        ) : null}
+      </ConfirmDialog>
     </>
   );
 }

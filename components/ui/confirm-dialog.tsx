@@ -17,6 +17,7 @@ export function ConfirmDialog({
   pending,
   error,
   onConfirm,
+  children,
 }: {
   open: boolean;
   onClose: () => void;
@@ -29,9 +30,12 @@ export function ConfirmDialog({
   /** The last attempt's failure, shown above the buttons. */
   error: Error | null;
   onConfirm: () => void;
+  /** Choices that go with the action (shown above the buttons). */
+  children?: ReactNode;
 }) {
   return (
     <Dialog open={open} onClose={onClose} title={title} description={description} testId={testId}>
+      {children}
       {error ? <ErrorBanner message={error.message} /> : null}
       <div className="mt-2 flex justify-end gap-2">
         <Button variant="secondary" onClick={onClose}>

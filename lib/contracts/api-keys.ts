@@ -24,6 +24,8 @@ export const ApiKeySchema = z.object({
   name: z.string().nullable(),
   prefix: z.string(),
   deploymentName: z.string().nullable(),
+  /** The email of the member who made it on the dashboard; null for the CLI's. */
+  createdBy: z.string().nullable(),
   createdAt: z.iso.datetime(),
   lastUsedAt: z.iso.datetime().nullable(),
   revokedAt: z.iso.datetime().nullable(),

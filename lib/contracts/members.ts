@@ -18,6 +18,8 @@ export type MemberDto = {
   name: string | null;
   role: TeamRole;
   joinedAt: string;
+  /** The team's keys they made on the dashboard that are still valid. */
+  keys: number;
   /** The signed-in user. */
   you: boolean;
 };

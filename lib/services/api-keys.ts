@@ -1,6 +1,6 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { apiKeys, deployments, type ApiKey, type Team } from "../db/schema";
+import { apiKeys, deployments, users, type ApiKey, type Team } from "../db/schema";
 import { notFound, unauthorized } from "../errors";
 import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKind } from "../auth/key-secret";
 import { newId } from "../ids";
@@ -16,7 +16,7 @@ export type CreatedKey = { key: ApiKey; secret: string };
 /** Creates a key; the secret is returned here once and never stored. */
 export async function createApiKey(
   db: DbOrTx,
-  input: { teamId: string; kind: KeyKind; name?: string | null; deploymentId?: string | null },
+  input: { teamId: string; kind: KeyKind; name?: string | null; deploymentId?: string | null; createdBy?: string },
 ): Promise<CreatedKey> {
   if (input.kind === "api" && input.deploymentId) {
     throw new Error("Only model keys can be scoped to a deployment.");
@@ -30,6 +30,7 @@ export async function createApiKey(
       kind: input.kind,
       name: input.name?.trim() || null,
       deploymentId: input.deploymentId ?? null,
+      createdBy: input.createdBy ?? null,
       prefix: displayPrefix(secret),
       hash: hashKeySecret(secret),
     })
@@ -46,12 +47,14 @@ export async function listApiKeys(db: DbOrTx, teamId: string) {
       prefix: apiKeys.prefix,
       deploymentId: apiKeys.deploymentId,
       deploymentName: deployments.name,
+      createdBy: users.email,
       createdAt: apiKeys.createdAt,
       lastUsedAt: apiKeys.lastUsedAt,
       revokedAt: apiKeys.revokedAt,
     })
     .from(apiKeys)
     .leftJoin(deployments, eq(deployments.id, apiKeys.deploymentId))
+    .leftJoin(users, eq(users.id, apiKeys.createdBy))
     .where(eq(apiKeys.teamId, teamId))
     .orderBy(desc(apiKeys.createdAt));
 }

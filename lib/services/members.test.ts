@@ -13,6 +13,7 @@ import {
   revokeInvite,
   setMemberRole,
 } from "./members";
+import { createApiKey } from "./api-keys";
 import { createTeam, listTeamsOfUser } from "./teams";
 import { insertUser } from "./users";
 
@@ -100,6 +101,25 @@ describe("members", () => {
       expect(await rejection(attempt())).toMatchObject({ status: 404, type: "not_found" });
     }
     expect(await roles(other.id)).toEqual({ [stranger.id]: "member" });
+  });
+});
+
+describe("a member's keys", () => {
+  it("are counted, stay when the member is removed, and are revoked with them when asked", async () => {
+    const team = await newTeam();
+    const owner = await user(team.id, "owner");
+    const [a, b] = [await user(team.id), await user(team.id)];
+    for (const m of [a, a, b]) await createApiKey(h.db, { teamId: team.id, kind: "model", createdBy: m.id });
+    await createApiKey(h.db, { teamId: team.id, kind: "api" }); // the CLI's: nobody's
+    const keysOf = async () =>
+      Object.fromEntries((await listMembers(h.db, team.id, owner.id)).map((m) => [m.userId, m.keys]));
+    expect(await keysOf()).toEqual({ [owner.id]: 0, [a.id]: 2, [b.id]: 1 });
+
+    expect(await removeMember(h.db, { teamId: team.id, userId: b.id })).toEqual({ revokedKeys: 0 });
+    expect(await removeMember(h.db, { teamId: team.id, userId: a.id, revokeKeys: true })).toEqual({ revokedKeys: 2 });
+    const valid = await world.other<{ created_by: string | null }[]>`
+      select created_by from api_keys where team_id = ${team.id} and revoked_at is null order by created_by`;
+    expect(valid.map((k) => k.created_by)).toEqual([b.id, null]);
   });
 });
 

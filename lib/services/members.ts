@@ -1,7 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
-import { and, asc, count, eq, gt, lte, sql } from "drizzle-orm";
+import { and, asc, count, eq, gt, isNull, lte, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { memberships, teamInvites, teams, users, type Team } from "../db/schema";
+import { apiKeys, memberships, teamInvites, teams, users, type Team } from "../db/schema";
+import { changeFeedOf } from "../db/change-feed";
+import { rawSql } from "../db/raw";
 import type { InviteDto, MemberDto, TeamRole } from "../contracts/members";
 import { conflict, notFound } from "../errors";
 import { newId } from "../ids";
@@ -23,6 +25,8 @@ export async function listMembers(db: DbOrTx, teamId: string, viewerId: string):
       name: users.name,
       role: memberships.role,
       joinedAt: memberships.createdAt,
+      keys: sql<number>`(select count(*)::int from ${apiKeys} k
+        where k.team_id = ${memberships.teamId} and k.created_by = ${memberships.userId} and k.revoked_at is null)`,
     })
     .from(memberships)
     .innerJoin(users, eq(users.id, memberships.userId))
@@ -73,12 +77,27 @@ export async function setMemberRole(db: DbOrTx, input: { teamId: string; userId:
 /**
  * Takes a member out of the team (the team must keep an owner). Their dashboard loses the team
  * at its next request, and their running playground streams end (the memberships trigger).
- * The keys they made stay: keys belong to the team.
+ * The keys they made stay (keys belong to the team), unless `revokeKeys`: then those still valid
+ * are revoked with it, and their running requests end. Returns how many were revoked.
  */
-export async function removeMember(db: DbOrTx, input: { teamId: string; userId: string }) {
-  await changeMembership(db, input.teamId, input.userId, (tx) =>
-    tx.delete(memberships).where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId))),
-  );
+export async function removeMember(
+  db: DbOrTx,
+  input: { teamId: string; userId: string; revokeKeys?: boolean },
+): Promise<{ revokedKeys: number }> {
+  let revokedKeys = 0;
+  await changeMembership(db, input.teamId, input.userId, async (tx) => {
+    await tx.delete(memberships).where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId)));
+    if (!input.revokeKeys) return;
+    const revoked = await tx
+      .update(apiKeys)
+      .set({ revokedAt: sql`now()` })
+      .where(and(eq(apiKeys.teamId, input.teamId), eq(apiKeys.createdBy, input.userId), isNull(apiKeys.revokedAt)))
+      .returning({ id: apiKeys.id });
+    revokedKeys = revoked.length;
+  });
+  // This process's cached keys at once; the others' when the commit's NOTIFY reaches them.
+  if (revokedKeys > 0) changeFeedOf(rawSql(db))?.invalidate("api_keys");
+  return { revokedKeys };
 }
 
 const toInviteDto = (r: typeof teamInvites.$inferSelect & { createdByEmail: string | null }): InviteDto => ({

@@ -6,6 +6,7 @@ type KeyRow = {
   name: string | null;
   prefix: string;
   deploymentName: string | null;
+  createdBy: string | null;
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
@@ -19,6 +20,7 @@ export function toApiKeyDto(k: KeyRow): ApiKeyDto {
     name: k.name,
     prefix: k.prefix,
     deploymentName: k.deploymentName,
+    createdBy: k.createdBy,
     createdAt: k.createdAt.toISOString(),
     lastUsedAt: k.lastUsedAt?.toISOString() ?? null,
     revokedAt: k.revokedAt?.toISOString() ?? null,

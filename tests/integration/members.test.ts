@@ -133,6 +133,30 @@ describe("members", () => {
     expect(await memberIds(owner.cookie)).toEqual([`${owner.email}:owner`]);
   });
 
+  it("removing a member can revoke the keys they made, which then stop working", async () => {
+    const { owner, invitee } = await teamWithInvitee();
+    const dep = await makeDeployment(owner.team);
+    const made = await as(invitee.cookie).post("/api/ui/keys", { name: "theirs", kind: "model" });
+    expect(made.status).toBe(201);
+    expect(made.json.key.createdBy).toBe(invitee.email);
+    const call = () =>
+      fetch(`${baseUrl}${dep.path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${made.json.secret}`, "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Hi", max_tokens: 2 }),
+      });
+    expect((await call()).status).toBe(200);
+    const members = (await as(owner.cookie).get("/api/ui/team/members")).json as { userId: string; keys: number }[];
+    const theirs = members.find((m) => m.keys === 1)!;
+    const bad = await as(owner.cookie).delete(`/api/ui/team/members/${theirs.userId}?revokeKeys=maybe`);
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.param).toBe("revokeKeys");
+    expect(await memberIds(owner.cookie)).toHaveLength(2); // nothing changed
+    const removed = await as(owner.cookie).delete(`/api/ui/team/members/${theirs.userId}?revokeKeys=true`);
+    expect(removed.json).toMatchObject({ removed: true, revokedKeys: 1 });
+    expect((await call()).status).toBe(401);
+  });
+
   it("another team's member is not found, and stays", async () => {
     const { owner, invitee } = await teamWithInvitee();
     const stranger = await newUser();

@@ -1,6 +1,6 @@
 import { index, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 import { deployments } from "./deployments";
-import { teams } from "./teams";
+import { teams, users } from "./teams";
 
 export const apiKeys = pgTable(
   "api_keys",
@@ -18,6 +18,8 @@ export const apiKeys = pgTable(
     prefix: text("prefix").notNull(),
     /** SHA-256 (hex) of the whole secret; the secret itself is never stored. */
     hash: text("hash").notNull().unique(),
+    /** The member who made it on the dashboard (null: the CLI, or a user since deleted). */
+    createdBy: text("created_by").references(() => users.id, { onDelete: "set null" }),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     lastUsedAt: timestamp("last_used_at", { withTimezone: true, mode: "date" }),
     revokedAt: timestamp("revoked_at", { withTimezone: true, mode: "date" }),

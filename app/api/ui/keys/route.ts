@@ -25,7 +25,11 @@ export const POST = sessionRoute({ body: CreateKeyBody }, async ({ handle, sessi
       throw notFound(`No deployment with id '${body.deploymentId}'.`, "deploymentId");
     }
   }
-  const { key, secret } = await createApiKey(handle.db, { teamId: session.team.id, ...body });
+  const { key, secret } = await createApiKey(handle.db, {
+    teamId: session.team.id,
+    ...body,
+    createdBy: session.user.id,
+  });
   const [row] = (await listApiKeys(handle.db, session.team.id)).filter((k) => k.id === key.id);
   return Response.json({ key: toApiKeyDto(row!), secret }, { status: 201, headers: { "cache-control": "no-store" } });
 });

@@ -1,5 +1,5 @@
 import { SetRoleBody } from "@/lib/contracts/members";
-import { forbidden } from "@/lib/errors";
+import { forbidden, invalidRequest } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
 import { removeMember, setMemberRole } from "@/lib/services/members";
 import { otherMethods } from "@/lib/http/other-methods";
@@ -16,12 +16,20 @@ export const PATCH = sessionRoute(
 );
 
 // Owners remove members; anyone may leave (remove themselves). A removed member loses the team
-// at their next request, and their running playground streams end.
-export const DELETE = sessionRoute({}, async ({ handle, session, params }) => {
+// at their next request, and their running playground streams end. `?revokeKeys=true` revokes
+// the keys they made as well.
+export const DELETE = sessionRoute({}, async ({ req, handle, session, params }) => {
   const self = params.userId === session.user.id;
   if (!self && session.team.role !== "owner") throw forbidden("Only owners of the team can remove members.");
-  await removeMember(handle.db, { teamId: session.team.id, userId: params.userId! });
-  return { userId: params.userId!, removed: true };
+  const flag = new URL(req.url).searchParams.get("revokeKeys");
+  if (flag !== null && flag !== "true" && flag !== "false")
+    throw invalidRequest("revokeKeys must be 'true' or 'false'.", "revokeKeys");
+  const { revokedKeys } = await removeMember(handle.db, {
+    teamId: session.team.id,
+    userId: params.userId!,
+    revokeKeys: flag === "true",
+  });
+  return { userId: params.userId!, removed: true, revokedKeys };
 });
 
 export const { GET, POST, PUT } = otherMethods("PATCH", "DELETE");

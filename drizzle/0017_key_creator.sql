@@ -1,0 +1,2 @@
+ALTER TABLE "api_keys" ADD COLUMN "created_by" text;--> statement-breakpoint
+ALTER TABLE "api_keys" ADD CONSTRAINT "api_keys_created_by_users_id_fk" FOREIGN KEY ("created_by") REFERENCES "public"."users"("id") ON DELETE set null ON UPDATE no action;
