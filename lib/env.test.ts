@@ -23,6 +23,14 @@ describe("parseEnv", () => {
     );
   });
 
+  it("takes a worker on every interface with the URL it is reached at", () => {
+    const e = parseEnv({ DATA_DIR: tmp(), WORKER_HOST: "0.0.0.0", WORKER_ADVERTISE_URL: "http://10.0.0.5:7001" });
+    expect(e.WORKER_ADVERTISE_URL).toBe("http://10.0.0.5:7001");
+    expect(parseEnv({ DATA_DIR: tmp(), PUBLIC_URL: "https://lm.example.com" }).PUBLIC_URL).toBe(
+      "https://lm.example.com",
+    );
+  });
+
   it("parses WORKER_SERVES, and stops on a bad entry with a message naming the variable", () => {
     const dir = tmp();
     expect(parseEnv({ DATA_DIR: dir }).WORKER_SERVES).toEqual([]);
@@ -55,6 +63,14 @@ describe("parseEnv", () => {
     [{ MAX_BODY_BYTES: "-5" }, "MAX_BODY_BYTES"],
     [{ BLOB_DRIVER: "ftp" }, "BLOB_DRIVER"],
     [{ BLOB_DRIVER: "s3" }, "S3_BUCKET"],
+    [{ PUBLIC_URL: "localhost:3000" }, "PUBLIC_URL"],
+    [{ HF_ENDPOINT: "javascript:alert(1)" }, "HF_ENDPOINT"],
+    [{ S3_ENDPOINT: "ftp://minio:9000" }, "S3_ENDPOINT"],
+    [{ TRUST_PROXY_HOPS: "abc" }, "TRUST_PROXY_HOPS"],
+    [{ TRUST_PROXY_HOPS: "-1" }, "TRUST_PROXY_HOPS"],
+    [{ S3_ACCESS_KEY_ID: "AKIA" }, "S3_SECRET_ACCESS_KEY"],
+    [{ S3_SECRET_ACCESS_KEY: "s" }, "S3_ACCESS_KEY_ID"],
+    [{ WORKER_HOST: "0.0.0.0" }, "WORKER_ADVERTISE_URL"],
   ])("rejects %o with a message naming %s", (vars, name) => {
     const run = () => parseEnv({ DATA_DIR: tmp(), ...vars });
     expect(run).toThrow(EnvError);

@@ -10,9 +10,11 @@ import { parsePlacements } from "./contracts/placement";
  */
 const port = z.coerce.number().int().min(1).max(65535);
 const positiveInt = z.coerce.number().int().positive();
+/** An http(s) URL (zod's url() alone takes `localhost:3000` and `javascript:x`), or unset. */
 const optionalUrl = z
   .string()
   .url()
+  .refine((u) => /^https?:\/\/[^/]/i.test(u), "must be an http:// or https:// URL")
   .optional()
   .or(z.literal("").transform(() => undefined));
 
@@ -60,6 +62,11 @@ const EnvSchema = z.object({
     .default("true")
     .transform((v) => v === "true" || v === "1"),
   WORKER_HOST: z.string().min(1).default("127.0.0.1"),
+  /**
+   * The URL the app reaches this worker at, when it is not `http://WORKER_HOST:port` (the worker
+   * listens on every interface, or behind a port mapping). Required with WORKER_HOST=0.0.0.0 or ::.
+   */
+  WORKER_ADVERTISE_URL: optionalUrl,
   WORKER_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   WORKER_HEARTBEAT_SECONDS: positiveInt.default(5),
   /**
@@ -125,6 +132,11 @@ const EnvSchema = z.object({
   /** Sign-in attempts per 15 minutes, per account and per client address. */
   SIGNIN_ATTEMPTS_PER_ACCOUNT: positiveInt.default(10),
   SIGNIN_ATTEMPTS_PER_ADDRESS: positiveInt.default(50),
+  /**
+   * Proxies in front of the app whose X-Forwarded-For entries are trusted, counted from the right
+   * (read by scripts/lib/app-server.mjs; validated here, with the rest, at start).
+   */
+  TRUST_PROXY_HOPS: z.coerce.number().int().min(0).default(1),
   /** How long `npm start`'s children may take to finish what is in flight when it stops. */
   SHUTDOWN_GRACE_SECONDS: positiveInt.default(30),
   /** Longest a database statement of the app may run (the packager's COPY has no limit). */
@@ -211,9 +223,21 @@ export function parseEnv(source: Record<string, string | undefined> = process.en
     throw new EnvError(`Invalid configuration:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
-  if (e.BLOB_DRIVER === "s3" && !e.S3_BUCKET) {
-    throw new EnvError("Invalid configuration:\n  S3_BUCKET: required when BLOB_DRIVER=s3");
-  }
+  const together: string[] = [];
+  if (e.BLOB_DRIVER === "s3" && !e.S3_BUCKET) together.push("  S3_BUCKET: required when BLOB_DRIVER=s3");
+  // One without the other fell back to the SDK's default credentials (an instance role, say).
+  if (!e.S3_ACCESS_KEY_ID !== !e.S3_SECRET_ACCESS_KEY)
+    together.push(
+      `  ${e.S3_ACCESS_KEY_ID ? "S3_SECRET_ACCESS_KEY" : "S3_ACCESS_KEY_ID"}: set both S3 keys, or neither ` +
+        "(the SDK's default credentials)",
+    );
+  // A worker listening on every interface would advertise http://0.0.0.0:port, which the app
+  // would dial on its own machine.
+  if (["0.0.0.0", "::", "[::]"].includes(e.WORKER_HOST) && !e.WORKER_ADVERTISE_URL)
+    together.push(
+      `  WORKER_ADVERTISE_URL: required with WORKER_HOST=${e.WORKER_HOST} (the URL the app reaches this worker at)`,
+    );
+  if (together.length > 0) throw new EnvError(`Invalid configuration:\n${together.join("\n")}`);
   const dataDir = path.resolve(/*turbopackIgnore: true*/ e.DATA_DIR);
   const resolved = {
     ...e,

@@ -1,4 +1,5 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import net from "node:net";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import postgres from "postgres";
@@ -106,6 +107,25 @@ describe("npm start", () => {
     await sql2.end();
     expect(await stop(second)).toBe(0);
   }, 240_000);
+
+  it("refuses to start on a port in use, saying so", async () => {
+    const taken = net.createServer();
+    await new Promise<void>((r) => taken.listen(0, () => r()));
+    const port = (taken.address() as net.AddressInfo).port;
+    const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port) };
+    const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/start.ts")], {
+        cwd: root,
+        env,
+      });
+      let stderr = "";
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+      child.on("exit", (status) => resolve({ status, stderr }));
+    });
+    taken.close();
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain(`Port ${port} is in use`);
+  }, 120_000);
 
   it("refuses to start on a wrong setting, naming the variable", () => {
     const env = { ...process.env, DATA_DIR: dataDir, PORT: "not-a-port" };

@@ -2,6 +2,7 @@
 // set), applies migrations, seeds a demo team on first run, then runs the web app and the
 // worker until Ctrl-C, which stops every process it started.
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { connect } from "@/lib/db/client";
 import { embeddedDbUrl, newDbPassword, readDbPassword, type EmbeddedDb } from "@/lib/db/embedded";
@@ -16,7 +17,26 @@ import { ensureBuild } from "./lib/build";
 import { embeddedPaths, startAppEmbeddedDb } from "./lib/database";
 import { Supervisor } from "./lib/supervisor";
 
-const supervisor = new Supervisor({ onGiveUp: () => void shutdown(1) });
+// A worker that keeps crashing (a model whose load crashes it natively, its port taken) does not
+// take the web app down with it: ingest, the dashboard (where the deployment can be deleted) and
+// upstream deployments keep working, and it is tried again every 30 s. The app itself stops all.
+let workerWarned = false;
+const supervisor = new Supervisor({
+  onGiveUp: (name) => {
+    if (name === "worker") {
+      if (!workerWarned)
+        console.error(
+          "[start] the worker keeps exiting (its log above says why); the web app keeps running, and the " +
+            "worker is started again every 30 s. A deployment whose model crashes it can be deleted from " +
+            "the dashboard or with `npm run cli -- deployment:delete`.",
+        );
+      workerWarned = true;
+      return true;
+    }
+    void shutdown(1);
+    return false;
+  },
+});
 let embedded: EmbeddedDb | undefined;
 let stopping = false;
 
@@ -58,11 +78,17 @@ async function main(): Promise<void> {
   // sessions and URLs): a compromised worker cannot forge a dashboard session.
   const workerEnv: NodeJS.ProcessEnv = { ...childEnv, WORKER_SECRET: workerSecret() };
   delete workerEnv.AUTH_SECRET;
+  // A port already taken made the app crash five times over half a minute, then stop everything;
+  // or, taken by another instance, its health answered and the banner printed credentials it
+  // did not know. Said at once instead.
+  await assertPortFree(e.PORT);
   supervisor.start("app", appProcessArgs(e.PORT), childEnv);
   const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), startDatabase()]);
   await migrateDatabase(databaseUrl);
   const handle = connect(databaseUrl, { max: 1 });
   const demo = await seedDemo(handle.db, { demoModel, demoUser });
+  // The database's clock (the worker's row is stamped by it): rows older than this are not its.
+  const [{ now: launchedAt }] = (await handle.sql`select now()::text as now`) as unknown as [{ now: string }];
   await handle.close();
   if (demo) writeFirstRunFile(e.DATA_DIR, e.PUBLIC_URL, demo);
 
@@ -70,17 +96,21 @@ async function main(): Promise<void> {
   const worker = supervisor.start("worker", workerProcessArgs(), workerEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
-  await waitForWorker(databaseUrl, worker.pid!);
+  await waitForWorker(databaseUrl, worker.pid!, launchedAt);
   printBanner(e.PUBLIC_URL, e.DATA_DIR, demo, Boolean(e.DATABASE_URL));
 }
 
-/** "Running" means the worker has registered and advertised its inference address too. */
-async function waitForWorker(databaseUrl: string, pid: number, timeoutMs = 60_000): Promise<void> {
+/**
+ * "Running" means the worker has registered and advertised its inference address too: a worker
+ * of this launch (the row of one that died before, after a container restart, may have its pid).
+ */
+async function waitForWorker(databaseUrl: string, pid: number, since: string, timeoutMs = 60_000): Promise<void> {
   const handle = connect(databaseUrl, { max: 1 });
   try {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const rows = await handle.sql`select 1 from workers where pid = ${pid} and address is not null`;
+      const rows = await handle.sql`
+        select 1 from workers where pid = ${pid} and address is not null and started_at >= ${since}::timestamptz`;
       if (rows.length > 0) return;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -88,6 +118,21 @@ async function waitForWorker(databaseUrl: string, pid: number, timeoutMs = 60_00
   } finally {
     await handle.close();
   }
+}
+
+/** Refuses to start when something listens on `port` already (as the app will: every interface). */
+async function assertPortFree(port: number): Promise<void> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once("error", (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === "EADDRINUSE"
+          ? new Error(`Port ${port} is in use: stop what listens there, or set PORT to another port.`)
+          : err,
+      ),
+    );
+    probe.listen(port, () => probe.close(() => resolve()));
+  });
 }
 
 async function waitForHttp(url: string, timeoutMs = 60_000): Promise<void> {

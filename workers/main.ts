@@ -76,7 +76,7 @@ async function main(): Promise<void> {
     serves: (model, dtype, tenant) => supervisor.serves(model, dtype, tenant),
   });
   const registration = await registerWorker(handle.db, { heartbeatSeconds: e.WORKER_HEARTBEAT_SECONDS });
-  await registration.advertise({ address: server.url });
+  await registration.advertise({ address: e.WORKER_ADVERTISE_URL?.replace(/\/+$/, "") ?? server.url });
   const served = await servedModels();
   supervisor.sync(served.wanted, served.excluded);
   const packager = startPackager({

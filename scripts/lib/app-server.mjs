@@ -202,4 +202,9 @@ const stop = (signal) => {
 process.on("SIGTERM", () => stop("SIGTERM"));
 process.on("SIGINT", () => stop("SIGINT"));
 
+server.once("error", (err) => {
+  // One line, not a stack trace: the launcher checks the port first, `next start` users may not.
+  console.error(err.code === "EADDRINUSE" ? `Port ${port} is in use: set PORT to another port.` : String(err));
+  process.exit(1);
+});
 server.listen(port, () => console.log(`Ready on http://localhost:${port}`));

@@ -6,7 +6,8 @@ import { repoRoot } from "./build";
  * - a child that exits on its own is started again, after 1 s, then 2, 4 … up to 30 s while it
  *   keeps failing (back to 1 s once it has run for a minute); the others keep serving meanwhile
  *   (ingest needs no worker). A child that fails `maxQuickFailures` times in a row without ever
- *   running a minute is given up, and `onGiveUp` decides what happens (the launcher stops);
+ *   running a minute is given up, and `onGiveUp` decides what happens: it returns true to keep
+ *   trying (every 30 s; the launcher does so for the worker), else the launcher stops;
  * - each child has an IPC channel to this process and exits when it closes: when the launcher
  *   is killed (even with -9), its children go too (see exit-with-parent.cjs and workers/main.ts);
  * - `stop()` sends SIGTERM to all (they stop taking work and finish what is in flight) and
@@ -34,7 +35,8 @@ export class Supervisor {
   constructor(
     private readonly options: {
       maxQuickFailures?: number;
-      onGiveUp: (name: string) => void;
+      /** True: keep starting it again, every MAX_BACKOFF_MS. */
+      onGiveUp: (name: string) => boolean;
       log?: (line: string) => void;
     },
   ) {}
@@ -66,9 +68,9 @@ export class Supervisor {
     child.on("exit", (code, signal) => {
       if (this.stopping) return;
       entry.failures = Date.now() - startedAt >= HEALTHY_AFTER_MS ? 1 : entry.failures + 1;
-      if (entry.failures > (this.options.maxQuickFailures ?? 5)) {
+      const given = entry.failures > (this.options.maxQuickFailures ?? 5);
+      if (given && !this.options.onGiveUp(entry.name)) {
         log(`[start] ${entry.name} keeps exiting (${signal ?? `code ${code}`}); giving up.`);
-        this.options.onGiveUp(entry.name);
         return;
       }
       const delay = Math.min(1000 * 2 ** (entry.failures - 1), MAX_BACKOFF_MS);

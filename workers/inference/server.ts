@@ -72,7 +72,11 @@ const KEPT_USAGE_MAX = 10_000;
 export async function startInferenceServer(opts: InferenceServerOptions): Promise<InferenceServer> {
   if (!opts.secret) throw new Error("startInferenceServer: a secret is required");
   const expected = digest(`Bearer ${opts.secret}`);
-  const maxBody = opts.maxBodyBytes ?? 1_000_000;
+  // What the app forwards is at most a request it took (MAX_BODY_BYTES) made a little larger
+  // (a chat's messages rendered with their template, the app's own fields): twice the app's limit.
+  // Before, a fixed 1,000,000 bytes refused requests the app had accepted, with a limit the
+  // client could not know.
+  const maxBody = opts.maxBodyBytes ?? 2 * env().MAX_BODY_BYTES;
   const log = opts.log ?? ((msg, err) => logger().error({ err }, msg));
   const keepAliveMs = opts.keepAliveMs ?? Math.floor(env().WORKER_IDLE_TIMEOUT_MS / 3);
 
