@@ -10,7 +10,7 @@ import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { workerSecret } from "@/lib/internal-secret";
 import { servedModelKey, teamModelKey } from "@/lib/contracts/models";
-import { places, placesByTeam } from "@/lib/contracts/placement";
+import { jobTeams, places, placesByTeam } from "@/lib/contracts/placement";
 import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine/engine";
 import { workerMetrics } from "./metrics";
@@ -84,6 +84,7 @@ async function main(): Promise<void> {
     blobs: blobStore(),
     owner: registration.id,
     leaseSeconds: e.DATASET_LEASE_SECONDS,
+    teams: jobTeams(e.WORKER_SERVES),
     scratchDir: path.join(e.DATA_DIR, "tmp"),
     pollMs: e.DATASET_POLL_MS,
     maxAttempts: e.DATASET_MAX_ATTEMPTS,
@@ -95,6 +96,7 @@ async function main(): Promise<void> {
     blobs: blobStore(),
     owner: registration.id,
     leaseSeconds: e.IMPORT_LEASE_SECONDS,
+    teams: jobTeams(e.WORKER_SERVES),
     pollMs: e.IMPORT_POLL_MS,
     maxAttempts: e.IMPORT_MAX_ATTEMPTS,
     chunkLines: e.IMPORT_CHUNK_LINES,

@@ -79,3 +79,18 @@ export function places(placements: readonly Placement[], d: Placed): boolean {
  * and not others, and advertises it per team (teamModelKey).
  */
 export const placesByTeam = (placements: readonly Placement[]) => placements.some((p) => p.kind === "team");
+
+/**
+ * Whose dataset and import jobs a worker with these placements takes: a worker placed on teams
+ * only (`team:acme`, its own machine) takes only theirs, and one that leaves teams out
+ * (`!team:acme`, the shared ones) takes none of theirs, so that no other team's samples are read
+ * on a team's own machines, nor theirs on the shared ones. `only` null: any team's.
+ */
+export function jobTeams(placements: readonly Placement[]): { only: string[] | null; except: string[] } {
+  const positive = placements.filter((p) => !p.not);
+  const teamsOnly = positive.length > 0 && positive.every((p) => p.kind === "team");
+  return {
+    only: teamsOnly ? positive.map((p) => (p as { slug: string }).slug) : null,
+    except: placements.filter((p) => p.not && p.kind === "team").map((p) => (p as { slug: string }).slug),
+  };
+}

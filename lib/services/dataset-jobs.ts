@@ -10,6 +10,7 @@ import type { DbOrTx } from "../db/client";
 import type { DatasetFile, DatasetOptions, DatasetStats } from "../contracts/dataset-options";
 import type { DatasetSelection } from "./datasets";
 import { selectionRows, whereOf, type SelectionBound } from "./selection-query";
+import { jobTeamsCondition, type JobTeams } from "./job-teams";
 
 /**
  * The packager's side of datasets: claiming PROCESSING rows under a lease, renewing it,
@@ -56,7 +57,7 @@ const leaseHeld = (id: string, owner: string) =>
  */
 export async function claimDataset(
   db: DbOrTx,
-  input: { owner: string; leaseSeconds: number },
+  input: { owner: string; leaseSeconds: number; teams?: JobTeams },
 ): Promise<DatasetJob | undefined> {
   const [row] = await db.execute<JobRow>(sql`
     update datasets d
@@ -65,6 +66,7 @@ export async function claimDataset(
     from (
       select id from datasets q
       where status = 'PROCESSING' and deleted_at is null and (lease_expires_at is null or lease_expires_at < now())
+        and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from datasets r
                 where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
                created_at, id

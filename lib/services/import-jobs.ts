@@ -3,6 +3,7 @@ import { MAX_IMPORT_REFUSALS, type ImportRefusal } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { rawSql } from "../db/raw";
 import { sampleInsertCtes, type NewSample } from "./sample-rows";
+import { jobTeamsCondition, type JobTeams } from "./job-teams";
 
 /**
  * The worker's side of imports (workers/importer): claiming PROCESSING rows under a lease, and
@@ -47,7 +48,7 @@ const leaseHeld = (id: string, owner: string) => sql`id = ${id} and lease_owner 
  * (or never), its oldest. So teams take turns: before, imports ran oldest first across all
  * teams, and one team's fifty uploads held another team's one back for hours.
  */
-export async function claimImport(db: DbOrTx, input: { owner: string; leaseSeconds: number }) {
+export async function claimImport(db: DbOrTx, input: { owner: string; leaseSeconds: number; teams?: JobTeams }) {
   const [row] = await db.execute<{
     id: string;
     team_id: string;
@@ -65,6 +66,7 @@ export async function claimImport(db: DbOrTx, input: { owner: string; leaseSecon
     from (
       select id from imports q
       where status = 'PROCESSING' and (lease_expires_at is null or lease_expires_at < now())
+        and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from imports r
                 where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
                (select max(r.updated_at) from imports r where r.team_id = q.team_id and r.status <> 'PROCESSING')

@@ -15,6 +15,7 @@ import {
 import { importBlobPrefix } from "@/lib/services/imports";
 import { newSampleRow } from "@/lib/services/sample-rows";
 import { readLines } from "./line-reader";
+import type { JobTeams } from "@/lib/services/job-teams";
 import { importedSampleId, parseLine } from "./parse-line";
 
 export type ImportOptions = {
@@ -22,6 +23,8 @@ export type ImportOptions = {
   blobs: BlobStore;
   owner: string;
   leaseSeconds: number;
+  /** Whose imports this worker runs (WORKER_SERVES' team entries); unset: any team's. */
+  teams?: JobTeams;
   /** Lines per chunk (one transaction each); a chunk also ends at about 4 MB of samples. */
   chunkLines: number;
   /** The longest line (an add body's limit, MAX_BODY_BYTES). */

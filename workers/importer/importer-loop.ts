@@ -47,7 +47,7 @@ export function startImporter(o: ImporterOptions): { stop: () => Promise<void> }
     while (!shutdown.signal.aborted) {
       let job: ImportJob | undefined;
       try {
-        job = await claimImport(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds });
+        job = await claimImport(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds, teams: o.teams });
         if (job) await runJob(job);
       } catch (err) {
         logger().error({ err }, "[importer] job loop error");

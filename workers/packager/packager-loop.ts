@@ -3,6 +3,7 @@ import type { BlobStore } from "@/lib/blob";
 import { LocalBlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
 import { claimDataset, failDataset, releaseDataset, type DatasetJob } from "@/lib/services/dataset-jobs";
+import type { JobTeams } from "@/lib/services/job-teams";
 import { LeaseLost, PackagingError } from "./errors";
 import { packageDataset } from "./package-dataset";
 import { sweepParquetScratch } from "./parquet-file";
@@ -14,6 +15,8 @@ export type PackagerOptions = {
   /** This worker's id: the lease owner of the jobs it claims. */
   owner: string;
   leaseSeconds: number;
+  /** Whose datasets this worker packages (WORKER_SERVES' team entries); unset: any team's. */
+  teams?: JobTeams;
   /** Where Parquet files are put together before their upload (DATA_DIR/tmp). */
   scratchDir: string;
   pollMs: number;
@@ -73,7 +76,7 @@ export function startPackager(o: PackagerOptions): { stop: () => Promise<void> }
     while (!shutdown.signal.aborted) {
       let job: DatasetJob | undefined;
       try {
-        job = await claimDataset(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds });
+        job = await claimDataset(o.db, { owner: o.owner, leaseSeconds: o.leaseSeconds, teams: o.teams });
         if (job) await runJob(job);
       } catch (err) {
         logger().error({ err }, "packager loop error");
