@@ -23,19 +23,26 @@ export function startMaintenance(o: {
   const shutdown = new AbortController();
   const loop = (async () => {
     while (!shutdown.signal.aborted) {
-      try {
-        const purged = await purgeDeletedPipelines(o.db, o.batch);
-        const expired = await applyRetention(o.db, o.batch);
-        const keys = await sweepIdempotencyKeys(o.db);
-        const files = await sweepDeletedDatasetFiles(o.db, o.blobs);
-        if (purged + expired + keys + files > 0) {
-          log(
-            `[maintenance] deleted ${purged} samples of deleted pipelines, ${expired} past retention, ${keys} idempotency keys, ` +
-              `the files of ${files} deleted datasets`,
-          );
+      // Each step on its own: one that fails (the database away, a bug) does not keep the others
+      // from running; each stops between batches when the worker stops.
+      const signal = shutdown.signal;
+      const step = async (name: string, run: () => Promise<number>) => {
+        try {
+          return await run();
+        } catch (err) {
+          logger().error({ err, step: name }, "[maintenance] failed");
+          return 0;
         }
-      } catch (err) {
-        logger().error({ err }, "[maintenance] failed");
+      };
+      const purged = await step("deleted pipelines", () => purgeDeletedPipelines(o.db, o.batch, signal));
+      const expired = await step("retention", () => applyRetention(o.db, o.batch, signal));
+      const keys = await step("idempotency keys", () => sweepIdempotencyKeys(o.db, 10 * o.batch, signal));
+      const files = await step("deleted datasets' files", () => sweepDeletedDatasetFiles(o.db, o.blobs));
+      if (purged + expired + keys + files > 0) {
+        log(
+          `[maintenance] deleted ${purged} samples of deleted pipelines, ${expired} past retention, ${keys} idempotency keys, ` +
+            `the files of ${files} deleted datasets`,
+        );
       }
       await sleep(o.intervalSeconds * 1000, undefined, { signal: shutdown.signal }).catch(() => {});
     }

@@ -40,13 +40,18 @@ export async function deletePipeline(db: DbOrTx, blobs: BlobStore, input: { team
   for (const id of importIds) await blobs.removePrefix(importBlobPrefix(id));
 }
 
-/** Deletes the samples of deleted pipelines, then the pipelines themselves; returns samples deleted. */
-export async function purgeDeletedPipelines(db: DbOrTx, batch = DELETE_BATCH): Promise<number> {
+/**
+ * Deletes the samples of deleted pipelines, then the pipelines themselves; returns samples
+ * deleted. Each step below stops between batches once `signal` aborts (the worker stops): a
+ * backlog of millions is taken up again at the next run.
+ */
+export async function purgeDeletedPipelines(db: DbOrTx, batch = DELETE_BATCH, signal?: AbortSignal): Promise<number> {
   const deleted = await db.execute<{ id: string }>(sql`select id from pipelines where deleted_at is not null`);
   let total = 0;
   for (const { id } of deleted) {
+    if (signal?.aborted) break;
     // Its datasets were told when it was deleted (deletePipeline).
-    total += await deleteInBatches(db, id, sql`true`, batch, false);
+    total += await deleteInBatches(db, id, sql`true`, batch, false, signal);
     await db.execute(sql`
       delete from pipelines where id = ${id} and deleted_at is not null
         and not exists (select 1 from samples where pipeline_id = ${id})`);
@@ -55,25 +60,38 @@ export async function purgeDeletedPipelines(db: DbOrTx, batch = DELETE_BATCH): P
 }
 
 /** Deletes the samples older than their pipeline's `retentionDays`; returns how many. */
-export async function applyRetention(db: DbOrTx, batch = DELETE_BATCH): Promise<number> {
+export async function applyRetention(db: DbOrTx, batch = DELETE_BATCH, signal?: AbortSignal): Promise<number> {
   const kept = await db.execute<{ id: string; days: number }>(sql`
     select id, retention_days as days from pipelines where retention_days is not null and deleted_at is null`);
   let total = 0;
   for (const p of kept) {
+    if (signal?.aborted) break;
     // Datasets being packaged are marked, not sent back to the queue: with steady traffic
     // samples age out every run, and one that takes longer than a run would never finish.
     const aged = sql`created_at < now() - make_interval(days => ${p.days})`;
-    total += await deleteInBatches(db, p.id, aged, batch, "mark");
+    total += await deleteInBatches(db, p.id, aged, batch, "mark", signal);
   }
   return total;
 }
 
-/** Idempotency keys live 24 hours (lib/services/idempotency.ts); returns how many went. */
-export async function sweepIdempotencyKeys(db: DbOrTx): Promise<number> {
-  const rows = await db.execute(
-    sql`delete from idempotency_keys where created_at < now() - interval '24 hours' returning key`,
-  );
-  return rows.length;
+/**
+ * Idempotency keys live 24 hours (lib/services/idempotency.ts); returns how many went. In batches:
+ * keyed ingest goes on while no worker runs, and one statement over the whole backlog ran into the
+ * statement timeout, rolled back, and met a larger backlog at every later run.
+ */
+export async function sweepIdempotencyKeys(db: DbOrTx, batch = 10_000, signal?: AbortSignal): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const [{ n }] = (await db.execute<{ n: number }>(sql`
+      with gone as (
+        delete from idempotency_keys where ctid in (
+          select ctid from idempotency_keys where created_at < now() - interval '24 hours'
+          limit ${batch} for update skip locked)
+        returning 1)
+      select count(*)::int as n from gone`)) as unknown as [{ n: number }];
+    total += n;
+    if (n < batch || signal?.aborted) return total;
+  }
 }
 
 /** Oldest first, `batch` samples per transaction, until none matches `condition`. */
@@ -83,9 +101,11 @@ async function deleteInBatches(
   condition: ReturnType<typeof sql>,
   batch: number,
   datasets: boolean | "mark",
+  signal?: AbortSignal,
 ): Promise<number> {
   let total = 0;
   for (;;) {
+    if (signal?.aborted) return total;
     const found = await db.transaction(async (tx) => {
       const rows = await tx.execute<{ id: string }>(sql`
         select id from samples where pipeline_id = ${pipelineId} and ${condition}
