@@ -1,6 +1,6 @@
 // GET /api/health (readiness): 200 while the database answers (with the live workers counted;
 // "degraded" when there are none: ingest works, generation and packaging wait), 503 when it does
-// not. A Pages Router API route because which models the workers serve is told only to whoever may
+// not, or while its schema is older than this app's ("migrating"). A Pages Router API route because which models the workers serve is told only to whoever may
 // read /metrics (the token, or this machine without one), and that needs the connection's own
 // address, which App Router handlers cannot see. /api/health/live stays an App Router route.
 import type { NextApiRequest, NextApiResponse } from "next";
@@ -18,5 +18,5 @@ export default async function health(req: NextApiRequest, res: NextApiResponse):
   const operator = metricsAccess(req.headers, req.socket.remoteAddress) === 200;
   const body = await serviceHealth(getDb().db, { models: operator });
   res.setHeader("cache-control", "no-store");
-  res.status(body.status === "down" ? 503 : 200).json(body);
+  res.status(body.status === "down" || body.status === "migrating" ? 503 : 200).json(body);
 }
