@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -20,6 +20,21 @@ function cli(...args: string[]) {
     encoding: "utf8",
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, lastLine: r.stdout.trim().split("\n").at(-1) ?? "" };
+}
+
+/** The same, without waiting: for commands run side by side. */
+function cliAsync(...args: string[]): Promise<{ code: number | null; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir };
+  delete env.DATABASE_URL;
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
+      cwd: root,
+      env,
+    });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("exit", (code) => resolve({ code, stderr }));
+  });
 }
 
 describe("cli", () => {
@@ -70,4 +85,16 @@ describe("cli", () => {
       expect(r.stderr, args.join(" ")).toMatch(message);
     }
   });
+
+  it("runs commands side by side on the embedded database: the second waits for the first's server", async () => {
+    // Before, the second shut the first one's server down under it ("terminating connection").
+    const [a, b] = await Promise.all([
+      cliAsync("team:create", "--slug", "side-a"),
+      cliAsync("team:create", "--slug", "side-b"),
+    ]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    const list = cli("key:list", "--team", "side-b");
+    expect(list.code, list.stderr).toBe(0);
+  }, 120_000);
 });

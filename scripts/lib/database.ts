@@ -1,8 +1,10 @@
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { startEmbeddedDb, type EmbeddedDb } from "@/lib/db/embedded";
 import { migrateDatabase } from "@/lib/db/migrate";
-import { readEmbeddedInfo } from "@/lib/db/url";
+import { alive, readEmbeddedInfo } from "@/lib/db/url";
 import { env } from "@/lib/env";
 import { migrateLegacyData } from "./legacy-pglite";
 
@@ -24,6 +26,80 @@ export const embeddedPaths = (dataDir: string) => ({
 export async function startAppEmbeddedDb(
   dataDir: string,
   options: { port?: number; password?: string; announce?: boolean; log?: (line: string) => void } = {},
+): Promise<EmbeddedDb> {
+  const held = await holdServer(dataDir, options.log ?? ((line) => console.error(line)));
+  if ("url" in held) throw new Error(`An embedded database already serves ${dataDir} (${held.url}).`);
+  try {
+    const db = await startOwnServer(dataDir, options);
+    return {
+      ...db,
+      stop: async () => {
+        try {
+          await db.stop();
+        } finally {
+          held.release();
+        }
+      },
+    };
+  } catch (err) {
+    held.release();
+    throw err;
+  }
+}
+
+/**
+ * One process at a time runs the embedded server on DATA_DIR's files (a launcher, or a CLI
+ * command while no launcher runs): it holds DATA_DIR/embedded-db.lock (its pid) for as long as
+ * its server runs. Before, a second one (two CLI commands at once, `npm start` during one) shut
+ * the first one's server down under it. The next waits, up to `waitMs`, for the holder to finish,
+ * or to announce its server (`useAnnounced`: a launcher's, which a CLI command then uses); a lock
+ * whose process is gone is taken over (its server is then shut down by startEmbeddedDb).
+ */
+async function holdServer(
+  dataDir: string,
+  log: (line: string) => void,
+  options: { useAnnounced?: boolean; waitMs?: number } = {},
+): Promise<{ release: () => void } | { url: string }> {
+  const file = path.join(dataDir, "embedded-db.lock");
+  const deadline = Date.now() + (options.waitMs ?? 120_000);
+  let told = false;
+  let unreadable = 0;
+  mkdirSync(dataDir, { recursive: true });
+  for (;;) {
+    try {
+      writeFileSync(file, JSON.stringify({ pid: process.pid }), { flag: "wx", mode: 0o600 });
+      return { release: () => rmSync(file, { force: true }) };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    let pid: number | undefined;
+    try {
+      pid = (JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid;
+    } catch {
+      // Being written, or gone meanwhile: look again; garbage for a while is taken over.
+      if (++unreadable < 10) {
+        await sleep(100);
+        continue;
+      }
+    }
+    // This very pid holding it means a killed process's file (a restarted container's pids).
+    if (pid === undefined || pid === process.pid || !alive(pid)) {
+      rmSync(file, { force: true });
+      continue;
+    }
+    const announced = options.useAnnounced ? readEmbeddedInfo(dataDir) : undefined;
+    if (announced) return { url: announced.url };
+    if (Date.now() > deadline)
+      throw new Error(`Another process (pid ${pid}) is using the embedded database in ${dataDir}; try again later.`);
+    if (!told) log(`Waiting for pid ${pid}, which is using the embedded database in ${dataDir}…`);
+    told = true;
+    await sleep(200);
+  }
+}
+
+async function startOwnServer(
+  dataDir: string,
+  options: { port?: number; password?: string; announce?: boolean; log?: (line: string) => void },
 ): Promise<EmbeddedDb> {
   const p = embeddedPaths(dataDir);
   const db = await startEmbeddedDb({
@@ -53,8 +129,20 @@ export async function withAppDatabase<T>(fn: (handle: DbHandle) => Promise<T>): 
   let embedded: EmbeddedDb | undefined;
   let url = e.DATABASE_URL ?? readEmbeddedInfo(e.DATA_DIR)?.url;
   if (!url) {
-    embedded = await startAppEmbeddedDb(e.DATA_DIR, { log: (line) => console.error(line) });
-    url = embedded.url;
+    const log = (line: string) => console.error(line);
+    // Another command's server, or a launcher starting: wait for it (a launcher's is then used).
+    const held = await holdServer(e.DATA_DIR, log, { useAnnounced: true });
+    if ("url" in held) url = held.url;
+    else {
+      try {
+        const own = await startOwnServer(e.DATA_DIR, { log });
+        embedded = { ...own, stop: () => own.stop().finally(held.release) };
+      } catch (err) {
+        held.release();
+        throw err;
+      }
+      url = embedded.url;
+    }
   }
   try {
     await migrateDatabase(url);
