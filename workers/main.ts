@@ -131,10 +131,16 @@ async function main(): Promise<void> {
     // Out of the registry first, so the app routes new requests elsewhere; then the generations
     // in flight may finish within the launcher's grace period.
     await registration.stop().catch((err: unknown) => logger().error({ err }, "deregistration failed"));
-    await packager.stop().catch((err: unknown) => logger().error({ err }, "packager stop failed"));
-    await importer.stop().catch((err: unknown) => logger().error({ err }, "importer stop failed"));
-    await maintenance.stop().catch((err: unknown) => logger().error({ err }, "maintenance stop failed"));
-    await server.close(Math.max(0, e.SHUTDOWN_GRACE_SECONDS * 1000 - 2000)).catch(() => {});
+    // The job loops and the generations in flight stop side by side, within one grace period:
+    // one after the other, the jobs' time was not taken off the generations' grace, and the
+    // launcher's SIGKILL could land while they still drained.
+    const graceMs = Math.max(0, e.SHUTDOWN_GRACE_SECONDS * 1000 - 2000);
+    await Promise.all([
+      packager.stop().catch((err: unknown) => logger().error({ err }, "packager stop failed")),
+      importer.stop().catch((err: unknown) => logger().error({ err }, "importer stop failed")),
+      maintenance.stop().catch((err: unknown) => logger().error({ err }, "maintenance stop failed")),
+      server.close(graceMs).catch(() => {}),
+    ]);
     await handle.close();
     process.exit(0);
   };

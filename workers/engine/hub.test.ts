@@ -225,6 +225,22 @@ describe("hub downloads", () => {
     await m.dispose();
   });
 
+  it("a CDN's 503 or 429 is tried again (after its Retry-After), not a failed load", async () => {
+    const cacheDir = await newCache();
+    server.fault({ file: "onnx/model.onnx", after: 0, kind: "error", status: 503, times: 1 });
+    server.fault({ file: "onnx/model.onnx", after: 0, kind: "error", status: 429, times: 1 });
+    const before = server.requests.length;
+    const t0 = Date.now();
+    const m = await load("org/tiny", { dtype: "fp32", hub: hub(cacheDir) });
+    const gets = since(before).filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"));
+    expect(gets).toHaveLength(3);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_900); // 1 s after the 503, Retry-After: 1 after the 429
+    expect(
+      readFileSync(path.join(m.dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
+    ).toBe(true);
+    await m.dispose();
+  });
+
   it("a connection that stalls is dropped and resumed", async () => {
     const cacheDir = await newCache();
     server.fault({ file: "onnx/model.onnx", after: 200_000, kind: "slow", times: 1 }); // then a 2 s pause

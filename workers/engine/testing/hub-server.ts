@@ -24,7 +24,9 @@ export interface Fault {
   file: string;
   /** Bytes sent before the connection is destroyed (cut) or before waiting (slow). */
   after: number;
-  kind: "cut" | "slow" | "corrupt";
+  /** error: answers `status` (a CDN's 503, its 429 with `Retry-After: 1`) instead of the file. */
+  kind: "cut" | "slow" | "corrupt" | "error";
+  status?: number;
   /** How many responses it applies to. */
   times: number;
 }
@@ -55,6 +57,11 @@ export async function startHubServer(opts: HubServerOptions) {
     const fault = faults.find((f) => f.file === repoPath && f.times > 0);
     if (fault) fault.times--;
     if (fault?.kind === "corrupt") body = Buffer.from(body.map((b, i) => (i === fault.after ? b ^ 0xff : b)));
+    if (fault?.kind === "error") {
+      const status = fault.status ?? 503;
+      res.writeHead(status, status === 429 ? { "retry-after": "1" } : {}).end("busy");
+      return;
+    }
     const size = body.length;
     const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? "");
     let start = 0;

@@ -3,6 +3,7 @@
 // download (connection cut, process stopped, signal) leaves the partial file; the next attempt
 // asks for the rest with a Range request, or starts over if the server ignores it. Processes that
 // share the cache download a file once: see lockFile.
+import { setTimeout as sleep } from "node:timers/promises";
 import { createHash, type Hash } from "node:crypto";
 import { createReadStream, existsSync, readFileSync, statSync } from "node:fs";
 import { mkdir, open, rename, rm, utimes } from "node:fs/promises";
@@ -126,6 +127,16 @@ async function download(job: FileJob): Promise<void> {
     if (!res.ok) {
       clearTimeout(timer);
       await res.body?.cancel();
+      // A CDN's passing failure (5xx) or its rate limit (429) is tried again, after a pause (its
+      // Retry-After, up to 10 s), like a cut connection; before, it failed the whole load.
+      if (res.status >= 500 || res.status === 429) {
+        lastError = `${file.path} answered ${res.status}`;
+        const after = Number(res.headers.get("retry-after"));
+        const pauseMs = Math.min(10_000, Number.isFinite(after) && after > 0 ? after * 1000 : 1000 * (attempt + 1));
+        await sleep(pauseMs, undefined, { signal: opts.signal }).catch(() => {});
+        if (opts.signal?.aborted) throw loadError("cancelled", `download of ${repo} cancelled`);
+        continue;
+      }
       throw hubError(hub, res, repo, file.path);
     }
     if (!resumed && start > 0) {
