@@ -59,7 +59,7 @@ test("an invite link brings a new teammate in; removing them takes the team away
   await row.getByRole("button", { name: `Remove ${mateEmail}` }).click();
   const confirm = page.getByTestId("remove-member-dialog");
   await expect(confirm).toContainText("loses access to the team at once");
-  await expect(confirm.getByRole("checkbox", { name: /Also revoke the key they made/ })).toBeChecked();
+  await expect(confirm.getByRole("checkbox", { name: /Also revoke the keys they made \(1 valid now\)/ })).toBeChecked();
   await confirm.getByRole("button", { name: "Remove member" }).click();
   await expect(row).toHaveCount(0);
   // The key they made is revoked with them, and says who made it.

@@ -54,7 +54,7 @@ export function MembersTable({
   });
   const remove = useMutation({
     mutationFn: (m: MemberDto) =>
-      uiFetch(`/api/ui/team/members/${encodeURIComponent(m.userId)}?revokeKeys=${m.keys > 0 && revokeKeys}`, {
+      uiFetch(`/api/ui/team/members/${encodeURIComponent(m.userId)}?revokeKeys=${isOwner && revokeKeys}`, {
         method: "DELETE",
       }),
     onSuccess: (_, m) => {
@@ -76,6 +76,12 @@ export function MembersTable({
   return (
     <>
       {setRole.error ? <ErrorBanner message={setRole.error.message} /> : null}
+      {isOwner ? (
+        <p className="mb-3 text-sm text-zinc-500 dark:text-zinc-400">
+          An owner made a member loses the invite links and the API keys they made: an API key can do whatever an owner
+          can, and members cannot hold one.
+        </p>
+      ) : null}
       <DataTable testId="members-table" columns={columns}>
         {q.data.map((m) => (
           <tr key={m.userId} data-member={m.email}>
@@ -148,7 +154,7 @@ export function MembersTable({
         error={remove.error}
         onConfirm={() => removing && remove.mutate(removing)}
       >
-        {removing && removing.keys > 0 ? (
+        {removing && isOwner ? (
           <label className="mb-3 flex items-start gap-2 text-sm">
             <input
               type="checkbox"
@@ -157,9 +163,9 @@ export function MembersTable({
               className="mt-0.5 accent-indigo-600"
             />
             <span>
-              Also revoke the {removing.keys === 1 ? "key" : `${removing.keys} keys`} {removing.you ? "you" : "they"}{" "}
-              made (requests made with {removing.keys === 1 ? "it" : "them"} get 401 at once). Otherwise keys stay: they
-              belong to the team.
+              Also revoke the keys {removing.you ? "you" : "they"} made
+              {removing.keys > 0 ? ` (${removing.keys} valid now)` : ""}: requests made with them get 401 at once.
+              Otherwise keys stay: they belong to the team.
             </span>
           </label>
         ) : null}

@@ -18,9 +18,17 @@ describe("metrics access", () => {
   });
 
   it("goes by what the app's server saw of the request, before Next.js added headers of its own", () => {
-    const nextAdds = { "x-forwarded-for": "127.0.0.1", "x-forwarded-host": "localhost:3000" };
-    expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "0" }, "127.0.0.1")).toBe(200);
-    expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "1" }, "127.0.0.1")).toBe(403);
+    process.env.LMP_PROXIED_NONCE = "n0nce";
+    try {
+      const nextAdds = { "x-forwarded-for": "127.0.0.1", "x-forwarded-host": "localhost:3000" };
+      expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "0:n0nce" }, "127.0.0.1")).toBe(200);
+      expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "1" }, "127.0.0.1")).toBe(403);
+      // A client's own "not proxied" does not know the secret.
+      expect(metricsAccess({ ...nextAdds, "x-lmp-proxied": "0" }, "127.0.0.1")).toBe(403);
+      expect(metricsAccess({ "x-lmp-proxied": "0:guess" }, "127.0.0.1")).toBe(403);
+    } finally {
+      delete process.env.LMP_PROXIED_NONCE;
+    }
   });
 
   it("refuses what a proxy on this machine forwards: it connects from loopback for everyone", () => {

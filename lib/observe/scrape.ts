@@ -15,7 +15,8 @@ const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
 const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
 /**
  * Set by the app's server (scripts/lib/app-server.mjs) from the headers the request came with,
- * before Next.js adds x-forwarded-* headers of its own: "1" when a proxy forwarded it.
+ * before Next.js adds x-forwarded-* headers of its own: "1" when a proxy forwarded it, else
+ * "0:" and the process's LMP_PROXIED_NONCE.
  */
 const PROXIED_HEADER = "x-lmp-proxied";
 
@@ -31,9 +32,12 @@ export function metricsAccess(
 ): 200 | 401 | 403 {
   const token = env().METRICS_TOKEN;
   if (token) return timingSafeEqual(digest(String(headers.authorization ?? "")), digest(`Bearer ${token}`)) ? 200 : 401;
-  const proxied = headers[PROXIED_HEADER];
-  // Without the app's server (`next start`), Next.js's own headers are among these: refused.
-  if (proxied === undefined ? FORWARDING.some((h) => headers[h] !== undefined) : proxied !== "0") return 403;
+  // The app's server says "not proxied" with a secret of this process (a client may send the
+  // header too); without it (`next start`), Next.js's own x-forwarded-* headers are among
+  // FORWARDING, so every request is refused: set METRICS_TOKEN there.
+  const nonce = process.env.LMP_PROXIED_NONCE;
+  const local = nonce ? headers[PROXIED_HEADER] === `0:${nonce}` : !FORWARDING.some((h) => headers[h] !== undefined);
+  if (!local) return 403;
   return LOOPBACK.has(remoteAddress ?? "") ? 200 : 403;
 }
 

@@ -36,7 +36,8 @@ async function appliedMigrations(db: DbOrTx): Promise<number> {
 
 /**
  * What the health route reports: the database answers in time, and which workers are live. With
- * `models`, also which models they serve: deployed model ids, which only operators may see (an id
+ * `models` (the caller is an operator), also why the database does not answer, how far its
+ * migrations are, and which models the workers serve: deployed model ids, which only operators may see (an id
  * like `acme/contracts-ft` tells whoever reads it what a team runs).
  */
 export async function serviceHealth(db: DbOrTx, opts: { models: boolean }): Promise<Health> {
@@ -55,7 +56,11 @@ export async function serviceHealth(db: DbOrTx, opts: { models: boolean }): Prom
       if (applied < EXPECTED_MIGRATIONS) {
         return {
           status: "migrating",
-          database: { ok: true, latencyMs, migrations: { applied, expected: EXPECTED_MIGRATIONS } },
+          database: {
+            ok: true,
+            latencyMs,
+            ...(opts.models && { migrations: { applied, expected: EXPECTED_MIGRATIONS } }),
+          },
           workers: { live: 0, ...(opts.models && { models: [] }) },
         };
       }
@@ -74,7 +79,8 @@ export async function serviceHealth(db: DbOrTx, opts: { models: boolean }): Prom
   } catch (err) {
     return {
       status: "down",
-      database: { ok: false, error: errorCause(err) },
+      // Why, to operators only: the cause names the database's address or its user.
+      database: { ok: false, ...(opts.models && { error: errorCause(err) }) },
       workers: { live: 0, ...(opts.models && { models: [] }) },
     };
   } finally {

@@ -123,6 +123,58 @@ describe("a member's keys", () => {
   });
 });
 
+describe("an owner no longer an owner", () => {
+  it("leaves no invite link working: removed, or made a member (who could then leave and rejoin as owner)", async () => {
+    for (const how of ["removed", "demoted"] as const) {
+      const team = await newTeam();
+      const [x, y] = [await user(team.id, "owner"), await user(team.id, "owner")];
+      const { token } = await createInvite(h.db, { teamId: team.id, role: "owner", createdBy: x.id });
+      if (how === "removed") await removeMember(h.db, { teamId: team.id, userId: x.id, actorId: y.id });
+      else await setMemberRole(h.db, { teamId: team.id, userId: x.id, role: "member", actorId: y.id });
+      expect(await listInvites(h.db, team.id)).toEqual([]);
+      const other = await newTeam();
+      const back = await user(other.id);
+      expect(await rejection(acceptInvite(h.db, { token, userId: back.id }))).toMatchObject({ status: 404 });
+    }
+  });
+
+  it("loses the API keys they made (an API key can do what an owner can), not their model keys", async () => {
+    const team = await newTeam();
+    const [x, y] = [await user(team.id, "owner"), await user(team.id, "owner")];
+    await createApiKey(h.db, { teamId: team.id, kind: "api", createdBy: x.id });
+    await createApiKey(h.db, { teamId: team.id, kind: "model", createdBy: x.id });
+    await createApiKey(h.db, { teamId: team.id, kind: "api", createdBy: y.id });
+    const demoted = await setMemberRole(h.db, { teamId: team.id, userId: x.id, role: "member", actorId: y.id });
+    expect(demoted).toEqual({ revokedKeys: 1 });
+    const valid = await world.other<{ kind: string; created_by: string }[]>`
+      select kind, created_by from api_keys where team_id = ${team.id} and revoked_at is null order by kind`;
+    expect(valid.map((k) => [k.kind, k.created_by])).toEqual([
+      ["api", y.id],
+      ["model", x.id],
+    ]);
+  });
+
+  it("cannot act as one any more, even with a request that passed its session's check before", async () => {
+    const team = await newTeam();
+    const [x, y] = [await user(team.id, "owner"), await user(team.id)];
+    await setMemberRole(h.db, { teamId: team.id, userId: y.id, role: "owner", actorId: x.id });
+    await setMemberRole(h.db, { teamId: team.id, userId: x.id, role: "member", actorId: y.id });
+    // x's requests, checked as an owner's a moment before: refused under the team's lock.
+    for (const attempt of [
+      () => setMemberRole(h.db, { teamId: team.id, userId: x.id, role: "owner", actorId: x.id }),
+      () => removeMember(h.db, { teamId: team.id, userId: y.id, actorId: x.id }),
+      () => createInvite(h.db, { teamId: team.id, role: "owner", createdBy: x.id }),
+      () => removeMember(h.db, { teamId: team.id, userId: x.id, actorId: x.id, revokeKeys: true }),
+    ]) {
+      expect(await rejection(attempt())).toMatchObject({ status: 403 });
+    }
+    expect(await roles(team.id)).toEqual({ [x.id]: "member", [y.id]: "owner" });
+    // Leaving stays open to them.
+    await removeMember(h.db, { teamId: team.id, userId: x.id, actorId: x.id });
+    expect(await roles(team.id)).toEqual({ [y.id]: "owner" });
+  });
+});
+
 describe("invites", () => {
   it("a link works once, with its role, and shows what it offers until then", async () => {
     const team = await newTeam();

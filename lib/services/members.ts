@@ -5,7 +5,7 @@ import { apiKeys, memberships, teamInvites, teams, users, type Team } from "../d
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
 import type { InviteDto, MemberDto, TeamRole } from "../contracts/members";
-import { conflict, notFound } from "../errors";
+import { conflict, forbidden, notFound } from "../errors";
 import { newId } from "../ids";
 
 /** How long an invite link works. */
@@ -38,16 +38,18 @@ export async function listMembers(db: DbOrTx, teamId: string, viewerId: string):
 /**
  * Runs `change` on the team's memberships with the team row locked (so that two owners demoting
  * or removing each other at once cannot leave the team without one), then refuses the change
- * if the team has no owner left.
+ * if the team has no owner left. `actorId`, the member asking, must be an owner then, under the
+ * lock (a request that passed its session's check just before its owner was demoted must not
+ * go through), unless `selfAllowed` and they act on themselves (leaving).
  */
 async function changeMembership(
   db: DbOrTx,
-  teamId: string,
-  userId: string,
+  input: { teamId: string; userId: string; actorId?: string; selfAllowed?: boolean },
   change: (tx: DbOrTx) => Promise<unknown>,
 ): Promise<void> {
+  const { teamId, userId } = input;
   await db.transaction(async (tx) => {
-    await tx.select({ id: teams.id }).from(teams).where(eq(teams.id, teamId)).for("update");
+    await lockTeamAsOwner(tx, teamId, input.selfAllowed && input.actorId === userId ? undefined : input.actorId);
     const [member] = await tx
       .select({ role: memberships.role })
       .from(memberships)
@@ -64,40 +66,87 @@ async function changeMembership(
   });
 }
 
-/** Sets a member's role (the team must keep an owner). */
-export async function setMemberRole(db: DbOrTx, input: { teamId: string; userId: string; role: TeamRole }) {
-  await changeMembership(db, input.teamId, input.userId, (tx) =>
-    tx
+/** Locks the team's row; with `ownerId`, refuses (403) unless that user is one of its owners now. */
+async function lockTeamAsOwner(tx: DbOrTx, teamId: string, ownerId: string | undefined): Promise<void> {
+  await tx.select({ id: teams.id }).from(teams).where(eq(teams.id, teamId)).for("update");
+  if (ownerId === undefined) return;
+  const [actor] = await tx
+    .select({ role: memberships.role })
+    .from(memberships)
+    .where(and(eq(memberships.teamId, teamId), eq(memberships.userId, ownerId)));
+  if (actor?.role !== "owner") throw forbidden("Only owners of the team can do this.");
+}
+
+/** Revokes the team's keys `userId` made (`kind`: only those), in `tx`; returns how many. */
+async function revokeKeysOf(tx: DbOrTx, teamId: string, userId: string, kind?: "api"): Promise<number> {
+  const revoked = await tx
+    .update(apiKeys)
+    .set({ revokedAt: sql`now()` })
+    .where(
+      and(
+        eq(apiKeys.teamId, teamId),
+        eq(apiKeys.createdBy, userId),
+        isNull(apiKeys.revokedAt),
+        kind ? eq(apiKeys.kind, kind) : undefined,
+      ),
+    )
+    .returning({ id: apiKeys.id });
+  return revoked.length;
+}
+
+/** This process's cached keys at once; the other processes' when the commit's NOTIFY reaches them. */
+function keysChanged(db: DbOrTx, revoked: number): void {
+  if (revoked > 0) changeFeedOf(rawSql(db))?.invalidate("api_keys");
+}
+
+/**
+ * Sets a member's role (the team must keep an owner). A member no longer an owner loses what
+ * only owners hold: the invite links they made stop working, and the API keys they made are
+ * revoked (an API key can do whatever an owner can; members cannot make one). Their model keys
+ * stay. Returns how many keys were revoked.
+ */
+export async function setMemberRole(
+  db: DbOrTx,
+  input: { teamId: string; userId: string; role: TeamRole; actorId?: string },
+): Promise<{ revokedKeys: number }> {
+  let revokedKeys = 0;
+  await changeMembership(db, input, async (tx) => {
+    await tx
       .update(memberships)
       .set({ role: input.role })
-      .where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId))),
-  );
+      .where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId)));
+    if (input.role === "owner") return;
+    await dropInvitesOf(tx, input.teamId, input.userId);
+    revokedKeys = await revokeKeysOf(tx, input.teamId, input.userId, "api");
+  });
+  keysChanged(db, revokedKeys);
+  return { revokedKeys };
 }
 
 /**
  * Takes a member out of the team (the team must keep an owner). Their dashboard loses the team
- * at its next request, and their running playground streams end (the memberships trigger).
- * The keys they made stay (keys belong to the team), unless `revokeKeys`: then those still valid
- * are revoked with it, and their running requests end. Returns how many were revoked.
+ * at its next request, their running playground streams end (the memberships trigger), and the
+ * invite links they made stop working. The keys they made stay (keys belong to the team), unless
+ * `revokeKeys`: then those still valid are revoked with it, and their running requests end.
+ * `actorId` may remove themselves (leave) without being an owner. Returns how many were revoked.
  */
 export async function removeMember(
   db: DbOrTx,
-  input: { teamId: string; userId: string; revokeKeys?: boolean },
+  input: { teamId: string; userId: string; revokeKeys?: boolean; actorId?: string },
 ): Promise<{ revokedKeys: number }> {
   let revokedKeys = 0;
-  await changeMembership(db, input.teamId, input.userId, async (tx) => {
+  await changeMembership(db, { ...input, selfAllowed: !input.revokeKeys }, async (tx) => {
     await tx.delete(memberships).where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId)));
-    if (!input.revokeKeys) return;
-    const revoked = await tx
-      .update(apiKeys)
-      .set({ revokedAt: sql`now()` })
-      .where(and(eq(apiKeys.teamId, input.teamId), eq(apiKeys.createdBy, input.userId), isNull(apiKeys.revokedAt)))
-      .returning({ id: apiKeys.id });
-    revokedKeys = revoked.length;
+    await dropInvitesOf(tx, input.teamId, input.userId);
+    if (input.revokeKeys) revokedKeys = await revokeKeysOf(tx, input.teamId, input.userId);
   });
-  // This process's cached keys at once; the others' when the commit's NOTIFY reaches them.
-  if (revokedKeys > 0) changeFeedOf(rawSql(db))?.invalidate("api_keys");
+  keysChanged(db, revokedKeys);
   return { revokedKeys };
+}
+
+/** The invite links `userId` made for the team: gone (someone no longer its owner made them). */
+async function dropInvitesOf(tx: DbOrTx, teamId: string, userId: string): Promise<void> {
+  await tx.delete(teamInvites).where(and(eq(teamInvites.teamId, teamId), eq(teamInvites.createdBy, userId)));
 }
 
 const toInviteDto = (r: typeof teamInvites.$inferSelect & { createdByEmail: string | null }): InviteDto => ({
@@ -129,7 +178,7 @@ export async function createInvite(
 ): Promise<{ invite: InviteDto; token: string }> {
   const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
   return db.transaction(async (tx) => {
-    await tx.select({ id: teams.id }).from(teams).where(eq(teams.id, input.teamId)).for("update");
+    await lockTeamAsOwner(tx, input.teamId, input.createdBy);
     await tx
       .delete(teamInvites)
       .where(and(eq(teamInvites.teamId, input.teamId), lte(teamInvites.expiresAt, sql`now()`)));
@@ -156,14 +205,29 @@ export async function createInvite(
   });
 }
 
-/** Revokes one of the team's invites (404 for any other id, another team's included). */
-export async function revokeInvite(db: DbOrTx, input: { teamId: string; id: string }): Promise<void> {
-  const gone = await db
-    .delete(teamInvites)
-    .where(and(eq(teamInvites.teamId, input.teamId), eq(teamInvites.id, input.id)))
-    .returning({ id: teamInvites.id });
-  if (gone.length === 0) throw notFound(`No invite with id '${input.id}'.`, "id");
+/**
+ * Revokes one of the team's invites (404 for any other id, another team's included); `actorId`
+ * must be an owner of the team at that moment.
+ */
+export async function revokeInvite(db: DbOrTx, input: { teamId: string; id: string; actorId?: string }): Promise<void> {
+  await db.transaction(async (tx) => {
+    await lockTeamAsOwner(tx, input.teamId, input.actorId);
+    const gone = await tx
+      .delete(teamInvites)
+      .where(and(eq(teamInvites.teamId, input.teamId), eq(teamInvites.id, input.id)))
+      .returning({ id: teamInvites.id });
+    if (gone.length === 0) throw notFound(`No invite with id '${input.id}'.`, "id");
+  });
 }
+
+/** An invite still usable: not expired, and its maker still an owner of its team. */
+const usable = (tokenHash: string) =>
+  and(
+    eq(teamInvites.tokenHash, tokenHash),
+    gt(teamInvites.expiresAt, sql`now()`),
+    sql`exists (select 1 from ${memberships} m where m.team_id = ${teamInvites.teamId}
+      and m.user_id = ${teamInvites.createdBy} and m.role = 'owner')`,
+  );
 
 const invalidInvite = () =>
   notFound("This invite link is not valid: it was used, revoked or has expired. Ask the team's owner for a new one.");
@@ -174,7 +238,7 @@ export async function inviteOf(db: DbOrTx, token: string): Promise<{ team: Team;
     .select({ team: teams, role: teamInvites.role, expiresAt: teamInvites.expiresAt })
     .from(teamInvites)
     .innerJoin(teams, eq(teams.id, teamInvites.teamId))
-    .where(and(eq(teamInvites.tokenHash, hashToken(token)), gt(teamInvites.expiresAt, sql`now()`)));
+    .where(usable(hashToken(token)));
   if (!row) throw invalidInvite();
   return row;
 }
@@ -189,7 +253,7 @@ export async function acceptInvite(db: DbOrTx, input: { token: string; userId: s
       .select({ invite: teamInvites, team: teams })
       .from(teamInvites)
       .innerJoin(teams, eq(teams.id, teamInvites.teamId))
-      .where(and(eq(teamInvites.tokenHash, hashToken(input.token)), gt(teamInvites.expiresAt, sql`now()`)))
+      .where(usable(hashToken(input.token)))
       .for("update", { of: teamInvites });
     if (!row) throw invalidInvite();
     const joined = await tx

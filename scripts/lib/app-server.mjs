@@ -22,6 +22,7 @@
 // Started as `node app-server.mjs -p PORT` (scripts/lib/app-process.ts). SIGTERM or SIGINT: stop
 // taking connections, let the requests in flight finish (streams included), close Next.js, exit
 // 143 or 130, as `next start` does (lib/observe/stop-drain.ts holds that exit for its writes).
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -162,11 +163,15 @@ function clientAddress(req) {
 // Whether a proxy forwarded the request (it says so in one of these headers), told to the routes
 // before Next.js adds x-forwarded-* headers of its own to every request: /metrics answers this
 // machine only, and a proxy on it connects from loopback for every client it serves.
+// A client could send the header itself: "not proxied" is said with a secret of this process
+// (in its environment, where the routes read it), so a value from outside never matches.
 const PROXIED_HEADER = "x-lmp-proxied";
 const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
+process.env.LMP_PROXIED_NONCE = randomBytes(16).toString("hex");
+const NOT_PROXIED = `0:${process.env.LMP_PROXIED_NONCE}`;
 
 const server = http.createServer((req, res) => {
-  req.headers[PROXIED_HEADER] = FORWARDING.some((h) => req.headers[h] !== undefined) ? "1" : "0";
+  req.headers[PROXIED_HEADER] = FORWARDING.some((h) => req.headers[h] !== undefined) ? "1" : NOT_PROXIED;
   req.headers[CLIENT_ADDRESS_HEADER] = clientAddress(req);
   const found = route(req.url ?? "");
   if (!found) return void handle(req, res);
