@@ -25,6 +25,17 @@ export class InferenceError extends Error {
   }
 }
 
+/**
+ * The worker's connection closed while a non-streamed generation ran on it: the worker died (or
+ * was killed). Nothing of the answer has reached the client yet, so another worker may run it.
+ */
+export class WorkerLostError extends InferenceError {
+  constructor() {
+    super(502, "internal", "the worker closed the connection before it finished");
+    this.name = "WorkerLostError";
+  }
+}
+
 export interface InferenceClientOptions {
   url: string;
   secret: string;
@@ -82,7 +93,7 @@ export class InferenceClient {
       if (opts.signal?.aborted)
         throw opts.signal.reason instanceof Error ? opts.signal.reason : new DOMException("aborted", "AbortError");
       if (e instanceof InferenceError) throw e; // the worker went silent
-      throw new InferenceError(502, "internal", "the worker closed the connection before it finished");
+      throw new WorkerLostError();
     }
     // The worker starts its answer once the generation is accepted; a failure after that comes
     // as an error body in place of the result.

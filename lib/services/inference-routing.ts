@@ -9,7 +9,7 @@ import { servedModelKey, teamModelKey, type ModelState } from "../contracts/mode
 import { workers } from "../db/schema";
 import { env } from "../env";
 import { abortedError, ApiError } from "../errors";
-import { InferenceClient, InferenceError } from "../inference/client";
+import { InferenceClient, InferenceError, WorkerLostError } from "../inference/client";
 import { workerSecret } from "../internal-secret";
 import { logger } from "../observe/log";
 
@@ -202,18 +202,24 @@ export async function withWorker<T>(
     } catch (e) {
       // The client went away (nobody reads the answer): not an error worth a log line.
       if (signal?.aborted) throw abortedError(signal);
-      if (e instanceof InferenceError) {
+      // A worker that died under a non-streamed generation: its client has seen nothing yet, so
+      // the next worker runs it (before, a 500), as for a worker that never answered.
+      if (e instanceof WorkerLostError) {
+        avoidUntil.set(w.id, Date.now() + AVOID_MS);
+        logger().warn({ worker: w.id, address: w.address }, "worker lost mid-generation; trying another");
+      } else if (e instanceof InferenceError) {
         if (e.status === 429 || modelNotServed(e)) {
           last = e;
           continue;
         }
         if (e.status === 401) throw new ApiError(500, "internal", "The worker refused the app's internal secret.");
         throw toApiError(e);
+      } else {
+        // No answer before the response started: the worker is gone (crashed, stopped,
+        // unreachable) or frozen (WorkerTimeoutError). The next worker gets the request.
+        avoidUntil.set(w.id, Date.now() + AVOID_MS);
+        logger().warn({ worker: w.id, address: w.address, err: e }, "worker unreachable");
       }
-      // No answer before the response started: the worker is gone (crashed, stopped, unreachable)
-      // or frozen (WorkerTimeoutError). The next worker gets the request.
-      avoidUntil.set(w.id, Date.now() + AVOID_MS);
-      logger().warn({ worker: w.id, address: w.address, err: e }, "worker unreachable");
     }
     // Every worker of the (cached) registry failed: one fresh read may know a new one (a worker
     // restarted a moment ago registers under a new id and address). The workers tried are left

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type DbHandle } from "@/lib/db/client";
@@ -84,7 +84,7 @@ async function holdServer(
     }
     // This very pid holding it means a killed process's file (a restarted container's pids).
     if (pid === undefined || pid === process.pid || !alive(pid)) {
-      rmSync(file, { force: true });
+      takeOver(file, pid);
       continue;
     }
     const announced = options.useAnnounced ? readEmbeddedInfo(dataDir) : undefined;
@@ -95,6 +95,34 @@ async function holdServer(
     told = true;
     await sleep(200);
   }
+}
+
+/**
+ * Removes the lock a gone process left (`deadPid`), without removing one that another starter
+ * made meanwhile: the file is moved aside first (atomic: of two starters, one moves it), and a
+ * live lock moved by mistake is put back.
+ */
+function takeOver(file: string, deadPid: number | undefined): void {
+  const aside = `${file}.${process.pid}.stale`;
+  try {
+    renameSync(file, aside);
+  } catch {
+    return; // another starter took it over first
+  }
+  let pid: number | undefined;
+  try {
+    pid = (JSON.parse(readFileSync(aside, "utf8")) as { pid: number }).pid;
+  } catch {
+    pid = undefined;
+  }
+  if (pid !== deadPid) {
+    try {
+      linkSync(aside, file);
+    } catch {
+      // Someone holds it already: theirs stands.
+    }
+  }
+  rmSync(aside, { force: true });
 }
 
 async function startOwnServer(

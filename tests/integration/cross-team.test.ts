@@ -2,9 +2,21 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { apiKeys, datasets, deployments, imports, pipelines, samples, teams } from "@/lib/db/schema";
+import {
+  apiKeys,
+  datasets,
+  deployments,
+  imports,
+  memberships,
+  pipelines,
+  samples,
+  teamInvites,
+  teams,
+} from "@/lib/db/schema";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDataset } from "@/lib/services/datasets";
+import { createInvite } from "@/lib/services/members";
+import { insertUser } from "@/lib/services/users";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { makeDeployment } from "../helpers/deployments";
 import { newUser } from "../helpers/session";
@@ -96,6 +108,8 @@ async function snapshot(teamId: string) {
     db().db.select({ id: apiKeys.id, revokedAt: apiKeys.revokedAt }).from(apiKeys).where(eq(apiKeys.teamId, teamId)),
     db().db.select().from(deployments).where(eq(deployments.teamId, teamId)),
     db().db.select().from(imports).where(eq(imports.teamId, teamId)),
+    db().db.select().from(memberships).where(eq(memberships.teamId, teamId)),
+    db().db.select().from(teamInvites).where(eq(teamInvites.teamId, teamId)),
   ]);
   return JSON.stringify(rows);
 }
@@ -117,6 +131,12 @@ describe("cross-team sweep", () => {
     ).json.id as string;
     const deployment = await makeDeployment(a);
     const modelKeyA = await createApiKey(db().db, { teamId: a.id, kind: "model" });
+    const ownerA = await insertUser(
+      db().db,
+      { email: `a-owner-${Date.now().toString(36)}@example.com`, name: null, passwordHash: "unused" },
+      { teamId: a.id, role: "owner" },
+    );
+    const inviteA = await createInvite(db().db, { teamId: a.id, role: "member", createdBy: ownerA.id });
     const real: World = {
       "pipelines/id": pipelineId,
       "samples/id": sampleId,
@@ -133,6 +153,9 @@ describe("cross-team sweep", () => {
       model: `${a.slug}/${deployment.name}`,
       teamId: a.id,
       deploymentId: deployment.id,
+      "members/userId": ownerA.id,
+      "invites/id": inviteA.invite.id,
+      "invite/token": inviteA.token,
     };
     // The same shapes, naming nothing that exists.
     const unknown: World = {
@@ -149,6 +172,9 @@ describe("cross-team sweep", () => {
       model: `${a.slug}/no-such-deployment`,
       teamId: "team_00000000000000000000",
       deploymentId: "dep_00000000000000000000",
+      "members/userId": "usr_00000000000000000000",
+      "invites/id": "inv_00000000000000000000",
+      "invite/token": `lmp_inv_${"0".repeat(43)}`,
     };
     const secrets = [
       a.id,
@@ -159,6 +185,9 @@ describe("cross-team sweep", () => {
       deployment.id,
       modelKeyA.key.id,
       "team A pipeline",
+      ownerA.id,
+      ownerA.email,
+      inviteA.invite.id,
     ];
 
     // Team B: an owner signed in to the dashboard, with an API key and a model key.

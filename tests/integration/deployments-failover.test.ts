@@ -8,7 +8,7 @@ import { workers } from "@/lib/db/schema";
 import { InferenceClient } from "@/lib/inference/client";
 import { workerSecret } from "@/lib/internal-secret";
 import { db } from "../helpers/context";
-import { complete, makeTeamWithDeployment, parseSse } from "../helpers/deployments";
+import { complete, makeTeamWithDeployment, noEosBias, parseSse } from "../helpers/deployments";
 import { startWorker } from "../setup/global-setup";
 
 const extra: ChildProcess[] = [];
@@ -148,5 +148,32 @@ describe("worker failover", () => {
     expect(events.slice(-2).map((e) => e.event)).toEqual(["error", "end"]);
     expect(JSON.parse(events.at(-2)!.data)).toEqual({ error: { type: "internal", message: expect.any(String) } });
     expect(JSON.parse(events.at(-1)!.data)).toEqual({ finish_reason: "error", stop: null, usage: null });
+  });
+  it("a worker that dies under a non-streamed generation: another worker answers it, the client sees a 200", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const body = { ...long, logit_bias: await noEosBias() };
+    const alone = await complete(dep, team.modelKey, body); // what it answers, whichever worker runs it
+    expect(alone.status).toBe(200);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const spare = await spareWorker();
+      const pending = complete(dep, team.modelKey, body);
+      // Round robin: within a few requests one lands on the spare worker.
+      let landed = false;
+      for (let i = 0; i < 20 && !landed; i++) {
+        landed = ((await spare.client.health()).load ?? []).some((l) => Number(l.running) > 0);
+        if (!landed) await new Promise((r) => setTimeout(r, 25));
+      }
+      if (landed) await kill(spare.child);
+      const res = await pending;
+      expect(res.status, res.text).toBe(200);
+      if (!landed) {
+        await kill(spare.child);
+        continue;
+      }
+      // Before, a 500 "the worker closed the connection before it finished".
+      expect(res.json.result[0].completion).toBe(alone.json.result[0].completion);
+      return;
+    }
+    throw new Error("no request landed on a spare worker");
   });
 });
