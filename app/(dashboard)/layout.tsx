@@ -2,15 +2,13 @@ import type { ReactNode } from "react";
 import { AppShell } from "@/components/shell/app-shell";
 import { Providers } from "@/components/shell/providers";
 import { TeamSync } from "@/components/shell/page-team";
-import { currentTeamContext } from "@/lib/auth/session";
+import { requireTeamContext } from "@/lib/auth/session";
 
-// Every dashboard page needs a session, and each page asks for it (layouts do not re-run on
-// navigation): without one, the layout leaves the redirect to the page, which knows its own URL
-// to come back to after signing in (a layout's redirect ran alongside it and went to /pipelines).
+// Every dashboard page needs a session (each page checks again: layouts do not re-run on navigation).
+// The layout's redirect keeps the answer an HTTP 307; a page's, once the layout has streamed, is
+// a 200 that redirects in the browser.
 export default async function DashboardLayout({ children }: { children: ReactNode }) {
-  const ctx = await currentTeamContext();
-  if (!ctx) return children;
-  const { user, team, teams } = ctx;
+  const { user, team, teams } = await requireTeamContext();
   const pick = (t: { id: string; name: string; slug: string }) => ({ id: t.id, name: t.name, slug: t.slug });
   return (
     // Keyed by team: switching teams starts with an empty client cache, never the other team's data.

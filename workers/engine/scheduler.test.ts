@@ -227,14 +227,16 @@ describe("bounded queue", () => {
 
   it("is per team: one team's full queue does not turn away another team's request", async () => {
     const engine = new Engine({ models: [dir], maxBatch: 1, maxQueue: 2 });
-    await engine.load();
+    const m = await engine.load();
     const flood = [0, 1, 2].map((i) => engine.generate({ prompt: "Hello", max_tokens: 30, seed: i, tenant: "team-a" }));
     await expect(engine.generate({ prompt: "Hello", max_tokens: 3, tenant: "team-a" })).rejects.toMatchObject({
       code: "overloaded",
       message: expect.stringContaining("2 of this team's requests already queued"),
     });
     // Team b queues behind team a's full queue, and is answered.
-    const other = await engine.generate({ prompt: "Hello", max_tokens: 3, tenant: "team-b" });
+    // (EOS kept out: a sampled answer could otherwise end before its 3 tokens.)
+    const noEos = Object.fromEntries(m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const other = await engine.generate({ prompt: "Hello", max_tokens: 3, tenant: "team-b", logit_bias: noEos });
     expect(other.usage.completion_tokens).toBe(3);
     await Promise.all(flood);
   });
