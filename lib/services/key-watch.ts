@@ -164,11 +164,8 @@ export function abortOnRevoke(
   since: number,
   signal: AbortSignal,
 ): { signal: AbortSignal; unwatch: () => void } {
-  const revoked = new AbortController();
-  const unwatch = keyWatchOf(sql).watch(key.id, key.kind === "api" ? "API key" : "model key", since, (err) =>
-    revoked.abort(err),
-  );
-  return { signal: AbortSignal.any([signal, revoked.signal]), unwatch };
+  const what = key.kind === "api" ? "API key" : "model key";
+  return abortWhenRevoked(signal, (onRevoked) => keyWatchOf(sql).watch(key.id, what, since, onRevoked));
 }
 
 /**
@@ -181,7 +178,15 @@ export function abortOnRemoval(
   since: number,
   signal: AbortSignal,
 ): { signal: AbortSignal; unwatch: () => void } {
-  const removed = new AbortController();
-  const unwatch = memberWatchOf(sql).watch(member, since, (err) => removed.abort(err));
-  return { signal: AbortSignal.any([signal, removed.signal]), unwatch };
+  return abortWhenRevoked(signal, (onRevoked) => memberWatchOf(sql).watch(member, since, onRevoked));
+}
+
+/** `signal`, or a watch's revocation (its error the reason), whichever comes first. */
+function abortWhenRevoked(
+  signal: AbortSignal,
+  watch: (onRevoked: (err: ApiError) => void) => () => void,
+): { signal: AbortSignal; unwatch: () => void } {
+  const revoked = new AbortController();
+  const unwatch = watch((err) => revoked.abort(err));
+  return { signal: AbortSignal.any([signal, revoked.signal]), unwatch };
 }
