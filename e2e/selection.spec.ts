@@ -1,5 +1,5 @@
 import { expect, test } from "@playwright/test";
-import { createKey, createPipeline, hostedApi, shot, signUp, uniqueEmail } from "./pages";
+import { createKey, createPipeline, hostedApi, PASSWORD, shot, signUp, uniqueEmail } from "./pages";
 
 // sign-up → create pipeline → add samples through the API → filter → preview
 test("a new user collects samples, filters them and reads one", async ({ page, request }) => {
@@ -18,7 +18,8 @@ test("a new user collects samples, filters them and reads one", async ({ page, r
   await expect(page.getByText("must be at least 8 characters")).toBeVisible();
   await shot(page, "02-sign-up-errors");
 
-  await signUp(page, { email: uniqueEmail("ada"), name: "Ada Lovelace", teamName: "Analytical Engines" });
+  const email = uniqueEmail("ada");
+  await signUp(page, { email, name: "Ada Lovelace", teamName: "Analytical Engines" });
   await expect(page.getByText("No pipelines yet")).toBeVisible();
   await expect(page.getByText("Analytical Engines")).toBeVisible();
   await shot(page, "03-pipelines-empty");
@@ -126,6 +127,12 @@ test("a new user collects samples, filters them and reads one", async ({ page, r
   // Sign out: the dashboard is closed again, and comes back to the same selection after signing in.
   await page.getByRole("button", { name: "Sign out" }).click();
   await expect(page).toHaveURL(/\/sign-in/);
-  await page.goto(`/pipelines/${pipelineId}?userId=u2`);
-  await expect(page).toHaveURL(/\/sign-in\?callbackUrl=/);
+  const deepLink = `/pipelines/${pipelineId}?userId=u2`;
+  await page.goto(deepLink);
+  await expect(page).toHaveURL(`/sign-in?callbackUrl=${encodeURIComponent(deepLink)}`);
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(deepLink);
+  await expect(page.getByTestId("selection-count")).toHaveText("15");
 });

@@ -1,12 +1,14 @@
 import { getServerSession } from "next-auth";
-import { cookies } from "next/headers";
+import { cookies, headers } from "next/headers";
 import { redirect } from "next/navigation";
 import type { DbOrTx } from "../db/client";
 import { getDb } from "../db/client";
 import type { Team } from "../db/schema";
 import { env } from "../env";
 import { listTeamsOfUser } from "../services/teams";
+import { safeCallback } from "../ui/safe-callback";
 import { authOptions } from "./next-auth-options";
+import { REQUEST_PATH_HEADER } from "./request-path";
 
 /** Names the team a signed-in user is working in; always checked against their memberships. */
 export const TEAM_COOKIE = "lmp_team";
@@ -62,12 +64,16 @@ export async function currentTeamContext(): Promise<TeamContext | null> {
 }
 
 /**
- * For dashboard pages: the team context, or a redirect to sign-in that comes back to `returnTo`.
+ * For dashboard pages: the team context, or a redirect to sign-in that comes back to `returnTo`
+ * (by default the page this request asked for, as proxy.ts names it: the layout's case).
  * Every page calls it (not only the layout): layouts are not re-run on client navigation.
  */
-export async function requireTeamContext(returnTo = "/pipelines"): Promise<TeamContext> {
+export async function requireTeamContext(returnTo?: string): Promise<TeamContext> {
   const user = await getSessionUser();
-  if (!user) redirect(`/sign-in?callbackUrl=${encodeURIComponent(returnTo)}`);
+  if (!user) {
+    const back = safeCallback(returnTo ?? (await headers()).get(REQUEST_PATH_HEADER));
+    redirect(`/sign-in?callbackUrl=${encodeURIComponent(back)}`);
+  }
   const selected = (await cookies()).get(TEAM_COOKIE)?.value;
   const ctx = await resolveTeamContext(getDb().db, user, selected);
   // Signed in, but in no team (left it, or removed): sign-in would send them straight back.

@@ -57,6 +57,22 @@ describe("sign-up", () => {
   });
 });
 
+describe("signed-out deep links", () => {
+  it("go to sign-in with the page asked for, query included, as the way back", async () => {
+    for (const link of ["/pipelines/pipe_x1?userId=u2&meta.lang=en", "/datasets/ds_x1", "/settings/members"]) {
+      // A header the client sends under the proxy's name is replaced by the real path.
+      const res = await fetch(`${baseUrl}${link}`, {
+        redirect: "manual",
+        headers: { "x-lmp-request-path": "//evil.example" },
+      });
+      expect(res.status).toBe(307);
+      const to = new URL(res.headers.get("location")!, baseUrl);
+      expect(to.pathname).toBe("/sign-in");
+      expect(to.searchParams.get("callbackUrl")).toBe(link);
+    }
+  });
+});
+
 describe("session-authenticated endpoints", () => {
   it("answer 401 with the error body without a session, and ignore API keys", async () => {
     const team = await makeTeam();
