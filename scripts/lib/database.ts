@@ -1,11 +1,12 @@
-import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, type DbHandle } from "@/lib/db/client";
 import { startEmbeddedDb, type EmbeddedDb } from "@/lib/db/embedded";
 import { migrateDatabase } from "@/lib/db/migrate";
-import { alive, readEmbeddedInfo } from "@/lib/db/url";
+import { readEmbeddedInfo } from "@/lib/db/url";
 import { env } from "@/lib/env";
+import { lockAbandoned, readLock, takeOverLock, tryLock } from "@/lib/pid-lock";
 import { migrateLegacyData } from "./legacy-pglite";
 
 /** Where the embedded database keeps its files under DATA_DIR. */
@@ -53,7 +54,8 @@ export async function startAppEmbeddedDb(
  * its server runs. Before, a second one (two CLI commands at once, `npm start` during one) shut
  * the first one's server down under it. The next waits, up to `waitMs`, for the holder to finish,
  * or to announce its server (`useAnnounced`: a launcher's, which a CLI command then uses); a lock
- * whose process is gone is taken over (its server is then shut down by startEmbeddedDb).
+ * whose process is gone, or whose pid another process has been given since, is taken over (its
+ * server is then shut down by startEmbeddedDb): lib/pid-lock.ts.
  */
 async function holdServer(
   dataDir: string,
@@ -66,27 +68,20 @@ async function holdServer(
   let unreadable = 0;
   mkdirSync(dataDir, { recursive: true });
   for (;;) {
-    try {
-      writeFileSync(file, JSON.stringify({ pid: process.pid }), { flag: "wx", mode: 0o600 });
-      return { release: () => rmSync(file, { force: true }) };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
-    let pid: number | undefined;
-    try {
-      pid = (JSON.parse(readFileSync(file, "utf8")) as { pid: number }).pid;
-    } catch {
-      // Being written, or gone meanwhile: look again; garbage for a while is taken over.
-      if (++unreadable < 10) {
-        await sleep(100);
-        continue;
-      }
-    }
-    // This very pid holding it means a killed process's file (a restarted container's pids).
-    if (pid === undefined || pid === process.pid || !alive(pid)) {
-      takeOver(file, pid);
+    const release = tryLock(file);
+    if (release) return { release };
+    const lock = readLock(file);
+    if (!lock) continue; // released meanwhile
+    // Being written: look again; garbage for a while is taken over.
+    if (!lock.holder && ++unreadable < 10) {
+      await sleep(100);
       continue;
     }
+    if (!lock.holder || lockAbandoned(lock)) {
+      takeOverLock(file, lock);
+      continue;
+    }
+    const pid = lock.holder.pid;
     const announced = options.useAnnounced ? readEmbeddedInfo(dataDir) : undefined;
     if (announced) return { url: announced.url };
     if (Date.now() > deadline)
@@ -95,34 +90,6 @@ async function holdServer(
     told = true;
     await sleep(200);
   }
-}
-
-/**
- * Removes the lock a gone process left (`deadPid`), without removing one that another starter
- * made meanwhile: the file is moved aside first (atomic: of two starters, one moves it), and a
- * live lock moved by mistake is put back.
- */
-function takeOver(file: string, deadPid: number | undefined): void {
-  const aside = `${file}.${process.pid}.stale`;
-  try {
-    renameSync(file, aside);
-  } catch {
-    return; // another starter took it over first
-  }
-  let pid: number | undefined;
-  try {
-    pid = (JSON.parse(readFileSync(aside, "utf8")) as { pid: number }).pid;
-  } catch {
-    pid = undefined;
-  }
-  if (pid !== deadPid) {
-    try {
-      linkSync(aside, file);
-    } catch {
-      // Someone holds it already: theirs stands.
-    }
-  }
-  rmSync(aside, { force: true });
 }
 
 async function startOwnServer(

@@ -5,13 +5,13 @@
 // share the cache download a file once: see lockFile.
 import { setTimeout as sleep } from "node:timers/promises";
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream, existsSync, readFileSync, statSync } from "node:fs";
-import { mkdir, open, rename, rm, utimes } from "node:fs/promises";
-import os from "node:os";
+import { createReadStream, existsSync, statSync } from "node:fs";
+import { mkdir, open, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { isEngineError, loadError } from "../../errors";
 import { hubError, hubFetch, resolveUrl, type RepoFile } from "./hub-client";
 import type { HubOptions } from "./hub-config";
+import { lockAbandoned, readLock, takeOverLock, tryLock } from "@/lib/pid-lock";
 
 const ATTEMPTS = 4;
 const STALL_MS = 60_000;
@@ -79,7 +79,7 @@ async function fetchFile(job: FileJob): Promise<void> {
     if (complete()) return opts.onBytes(file.size); // it did, just before letting go
     await download(job);
   } finally {
-    await release();
+    release();
   }
 }
 
@@ -202,55 +202,23 @@ const LOCK_POLL_MS = 250;
  * others wait, reporting the partial file's size as their progress, until the file is complete
  * (null: nothing to download) or the lock is gone (they take it; the partial file is resumed).
  * A lock whose process is gone (same host; or that names this process, which does not hold it)
- * or untouched for 30 s is stale and removed.
+ * or untouched for 30 s is taken over (lib/pid-lock.ts: of two waiters, one).
  */
 async function lockFile(
   lock: string,
   o: { done: () => boolean; waiting: () => void; signal?: AbortSignal; repo: string },
-): Promise<(() => Promise<void>) | null> {
+): Promise<(() => void) | null> {
   for (;;) {
-    try {
-      const fh = await open(lock, "wx");
-      await fh.writeFile(JSON.stringify({ pid: process.pid, host: os.hostname() }));
-      await fh.close();
-      const beat = setInterval(() => {
-        const now = new Date();
-        utimes(lock, now, now).catch(() => {});
-      }, LOCK_BEAT_MS).unref();
-      return async () => {
-        clearInterval(beat);
-        await rm(lock, { force: true });
-      };
-    } catch (e) {
-      if ((e as { code?: string }).code !== "EEXIST") throw e;
-    }
+    const release = tryLock(lock, { beatMs: LOCK_BEAT_MS });
+    if (release) return release;
     if (o.done()) return null;
-    if (staleLock(lock)) {
-      await rm(lock, { force: true });
+    const held = readLock(lock);
+    if (held && lockAbandoned(held, { staleMs: LOCK_STALE_MS })) {
+      takeOverLock(lock, held);
       continue;
     }
     o.waiting();
     if (o.signal?.aborted) throw loadError("cancelled", `download of ${o.repo} cancelled`);
-    await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
-  }
-}
-
-function staleLock(lock: string): boolean {
-  try {
-    const age = Date.now() - statSync(lock).mtimeMs;
-    if (age > LOCK_STALE_MS) return true;
-    const { pid, host } = JSON.parse(readFileSync(lock, "utf8")) as { pid: number; host: string };
-    if (host !== os.hostname()) return false;
-    // Ours, yet not held (this process downloads a file once at a time, see inFlight): left by
-    // an earlier process that had our pid, as a restarted container's processes often do.
-    if (pid === process.pid) return true;
-    try {
-      process.kill(pid, 0);
-      return false;
-    } catch (e) {
-      return (e as { code?: string }).code === "ESRCH";
-    }
-  } catch {
-    return false; // gone, or being written: look again
+    await sleep(LOCK_POLL_MS);
   }
 }
