@@ -19,6 +19,16 @@ test("a selection becomes a dataset that is packaged, downloaded and deleted", a
     expect(res.status()).toBe(200);
   }
 
+  // A shared link the API refuses (a sample past the limit): the dialog says why, not nothing.
+  await page.goto(`/pipelines/${pipelineId}?sampleSize=2000000`);
+  await page.getByRole("button", { name: "Create dataset" }).click();
+  const refused = page.getByTestId("create-dataset-dialog");
+  await refused.getByLabel("Name").fill("too-many");
+  await refused.getByRole("button", { name: "Create dataset" }).click();
+  await expect(refused.getByRole("alert")).toContainText("The selection cannot be packaged: sample");
+  await page.keyboard.press("Escape");
+  await expect(refused).toBeHidden();
+
   await page.goto(`/pipelines/${pipelineId}?meta.lang=de`);
   await expect(page.getByTestId("selection-count")).toHaveText("3");
   await page.getByRole("button", { name: "Create dataset" }).click();

@@ -30,6 +30,31 @@ test("imports a JSONL file with live progress and shows its samples", async ({ p
   await expect(page.getByTestId("selection-count")).toHaveText("2,999");
 });
 
+test("an import left running in the background updates the page when it ends", async ({ page }) => {
+  await signUp(page, { email: uniqueEmail("bgimport"), teamName: "Background import team" });
+  const pipelineId = await createPipeline(page, "background");
+  const lines = Array.from({ length: 100_000 }, (_, i) =>
+    JSON.stringify({ messages: [{ role: "user", content: `background ${i} `.padEnd(120, "x") }] }),
+  );
+  await page.goto(`/pipelines/${pipelineId}`);
+  await page.getByTestId("import-button").click();
+  const dialog = page.getByTestId("import-dialog");
+  await dialog.getByLabel("JSONL file").setInputFiles({
+    name: "many.jsonl",
+    mimeType: "application/x-ndjson",
+    buffer: Buffer.from(lines.join("\n") + "\n"),
+  });
+  await dialog.getByRole("button", { name: "Import" }).click();
+  await expect(dialog.getByTestId("import-status")).toHaveText("PROCESSING", { timeout: 30_000 });
+  // Closing does not cancel it: the worker goes on, the button says so and reopens the progress.
+  await dialog.getByRole("button", { name: "Run in background" }).click();
+  await expect(dialog).toBeHidden();
+  await expect(page.getByTestId("import-button")).toHaveText("Importing…");
+  // When it ends, the page shows the new samples without a reload.
+  await expect(page.getByTestId("selection-count")).toHaveText("100,000", { timeout: 60_000 });
+  await expect(page.getByTestId("import-button")).toHaveText("Import JSONL");
+});
+
 test("shows tool calls in the sample panel, and the API reference", async ({ page, request }) => {
   await signUp(page, { email: uniqueEmail("tools"), teamName: "Tools team" });
   const pipelineId = await createPipeline(page, "tools");

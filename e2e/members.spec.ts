@@ -37,6 +37,9 @@ test("an invite link brings a new teammate in; removing them takes the team away
   // A member makes model keys (not API keys).
   const made = await createKey(mate, "mate's backend", "Model key");
   expect(made.secret).toMatch(/^lmp_mk_/);
+  // Escape does not lose a secret shown once: only Done closes the dialog.
+  await mate.keyboard.press("Escape");
+  await expect(made.dialog.getByTestId("new-key-secret")).toHaveText(made.secret);
   await made.dialog.getByRole("button", { name: "Done" }).click();
 
   // The link is used up.
@@ -53,6 +56,16 @@ test("an invite link brings a new teammate in; removing them takes the team away
   ]);
   await page.reload();
   await expect(row.getByLabel(`Role of ${mateEmail}`)).toHaveValue("owner");
+  await expect(page.getByTestId("invites-table")).toHaveCount(0);
+
+  // As an owner they make an invite link; made a member again, they lose it, and the owner's
+  // list shows that at once.
+  await mate.goto("/settings/members");
+  await mate.getByRole("button", { name: "Create invite link" }).click();
+  await expect(mate.getByTestId("invite-link")).toBeVisible();
+  await page.reload();
+  await expect(page.getByTestId("invites-table").getByRole("row")).toHaveCount(2);
+  await row.getByLabel(`Role of ${mateEmail}`).selectOption("member");
   await expect(page.getByTestId("invites-table")).toHaveCount(0);
 
   // Removed: asked first, then gone from the list; their next page is their own team's.

@@ -60,4 +60,21 @@ test("the playground streams a completion with its logprobs", async ({ page }) =
   await expect(page.getByRole("button", { name: "Generate", exact: true })).toBeEnabled({ timeout: 30_000 });
   await expect(page.getByTestId("completion-meta")).toContainText(/finish:/);
   expect(await page.getByTestId("completion-text").textContent()).not.toContain(word);
+
+  // One stream at a time (Ctrl+Enter submits even while Generate is disabled), and leaving the
+  // page stops it rather than reading it on in the background.
+  const streams: string[] = [];
+  const aborted: string[] = [];
+  page.on("request", (r) => void (r.url().includes("/stream?") && streams.push(r.url())));
+  page.on("requestfailed", (r) => void (r.url().includes("/stream?") && aborted.push(r.url())));
+  await page.getByLabel("Bad words").fill("");
+  await page.getByLabel("Max tokens").fill("1000");
+  await page.getByRole("button", { name: "Generate" }).click();
+  await expect(page.getByTestId("completion-text")).not.toBeEmpty({ timeout: 30_000 });
+  await page.getByLabel("Prompt").press("Control+Enter");
+  await expect(page.getByRole("button", { name: "Generating…" })).toBeDisabled();
+  await page.getByRole("link", { name: "Datasets" }).click();
+  await expect(page).toHaveURL(/\/datasets$/);
+  await expect.poll(() => aborted.length).toBe(1);
+  expect(streams).toHaveLength(1);
 });

@@ -83,6 +83,15 @@ test("a new user collects samples, filters them and reads one", async ({ page, r
   await page.getByRole("button", { name: "Remove filter lang = fr" }).click();
   await expect(page.getByTestId("selection-count")).toHaveText("15");
   await expect(page).not.toHaveURL(/meta\.lang/);
+  // A row's metadata chip is a button of its own for the keyboard too: Enter filters by it.
+  const chip = rows.first().getByRole("button", { name: /^lang=/ });
+  const lang = (await chip.textContent())!.split("=")[1];
+  await chip.focus();
+  await page.keyboard.press("Enter");
+  await expect(page).toHaveURL(new RegExp(`meta\\.lang=${lang}`));
+  await expect(page.getByTestId("sample-panel")).toHaveCount(0);
+  await page.getByRole("button", { name: `Remove filter lang = ${lang}` }).click();
+  await expect(page.getByTestId("selection-count")).toHaveText("15");
 
   // Preview: click a row, then J/K move through the page; the conversation comes from the signed URL.
   await rows.first().click();
@@ -94,6 +103,13 @@ test("a new user collects samples, filters them and reads one", async ({ page, r
   await page.keyboard.press("j");
   await expect(panel.locator('[data-role="user"]')).toHaveText(/Question number 2/);
   await page.keyboard.press("ArrowDown");
+  await expect(panel.locator('[data-role="user"]')).toHaveText(/Question number 4/);
+  await page.keyboard.press("k");
+  await expect(panel.locator('[data-role="user"]')).toHaveText(/Question number 2/);
+  // Inside the sample's text the arrow keys scroll it; J and K still move.
+  await panel.getByRole("tabpanel").click();
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("j");
   await expect(panel.locator('[data-role="user"]')).toHaveText(/Question number 4/);
   await page.keyboard.press("k");
   await expect(panel.locator('[data-role="user"]')).toHaveText(/Question number 2/);

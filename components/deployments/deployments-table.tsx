@@ -40,6 +40,7 @@ export function DeploymentsTable({ initial, canManage }: { initial: DeploymentDt
     onSuccess: () => {
       setDeleting(null);
       queryClient.invalidateQueries({ queryKey: ["deployments"] });
+      queryClient.invalidateQueries({ queryKey: ["keys"] }); // its model keys went with it
     },
   });
   if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;

@@ -1,6 +1,6 @@
 "use client";
 
-import { useRef, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { fieldErrors } from "../ui/form-errors";
 import { PlaygroundBody, toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
 import { Button } from "../ui/button";
@@ -68,8 +68,13 @@ export function Playground({
   const [tfs, setTfs] = useState(1);
   const [withLogprobs, setWithLogprobs] = useState(true);
   const abort = useRef<AbortController | null>(null);
+  // Leaving the page stops the generation (a stream read on in the background would spend the
+  // member's concurrency and token budget, and save the sample they walked away from).
+  useEffect(() => () => abort.current?.abort(), []);
 
   async function run(form: HTMLFormElement) {
+    // One stream at a time: Ctrl+Enter submits even while the Generate button is disabled.
+    if (abort.current) return;
     const d = new FormData(form);
     const bias = jsonField(d.get("logit_bias"));
     if (bias.error) return setErrors({ logit_bias: bias.error });
@@ -125,8 +130,10 @@ export function Playground({
     } catch (err) {
       if (!controller.signal.aborted) setErrors({ form: (err as Error).message });
     } finally {
-      setStatus("done");
-      abort.current = null;
+      if (abort.current === controller) {
+        setStatus("done");
+        abort.current = null;
+      }
     }
   }
 

@@ -49,6 +49,7 @@ export function CreateKeyButton({
       <Dialog
         open={open}
         onClose={close}
+        dismissible={!created}
         title={created ? "Copy your new key" : "Create a key"}
         description={
           created

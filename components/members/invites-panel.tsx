@@ -107,7 +107,7 @@ export function InvitesPanel({ initial }: { initial: InviteDto[] }) {
                   variant="danger-ghost"
                   size="sm"
                   disabled={revoke.isPending}
-                  aria-label={`Revoke the invite made ${new Date(i.createdAt).toLocaleString()}`}
+                  aria-label={`Revoke the invite made ${i.createdAt.slice(0, 16).replace("T", " ")} UTC`}
                   onClick={() => revoke.mutate(i.id)}
                 >
                   Revoke

@@ -51,6 +51,13 @@ export function MembersTable({
         list?.map((m) => (m.userId === v.userId ? { ...m, role: v.role } : m)),
       ),
     onSettled: () => queryClient.invalidateQueries({ queryKey: ["members"] }),
+    // A demoted owner loses their invite links and API keys; demoting yourself also takes this
+    // page's owner controls away (isOwner comes from the server's render).
+    onSuccess: (_, v) => {
+      queryClient.invalidateQueries({ queryKey: ["invites"] });
+      queryClient.invalidateQueries({ queryKey: ["keys"] });
+      if (v.role !== "owner" && q.data.some((m) => m.you && m.userId === v.userId)) router.refresh();
+    },
   });
   const remove = useMutation({
     mutationFn: (m: MemberDto) =>
@@ -66,6 +73,7 @@ export function MembersTable({
         router.refresh();
       } else {
         queryClient.invalidateQueries({ queryKey: ["members"] });
+        queryClient.invalidateQueries({ queryKey: ["invites"] });
         queryClient.invalidateQueries({ queryKey: ["keys"] });
       }
     },

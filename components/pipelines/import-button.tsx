@@ -2,7 +2,7 @@
 
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
-import { useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { ImportDto } from "@/lib/contracts/imports";
 import { uiFetch } from "../api-client";
 import { pageTeamHeaders } from "../shell/page-team";
@@ -58,25 +58,35 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
     };
     xhr.send(file);
   };
-  const close = () => {
-    xhrRef.current?.abort(); // an upload still running stops: nothing is imported
-    xhrRef.current = null;
+  // Uploaded, the import runs in the worker: closing the dialog leaves it running (and polled),
+  // and the button reopens it; the page shows the new samples once it ends.
+  const running = importId !== null && !done && !progress.isError;
+  const reset = useCallback(() => {
     if (done) {
       // The new samples: the page's first render, and the table's and counts' cached queries.
       invalidatePipeline(queryClient, pipelineId);
       router.refresh();
     }
-    setOpen(false);
     setFile(null);
     setUploaded(null);
     setImportId(null);
     setError(undefined);
+  }, [done, pipelineId, queryClient, router]);
+  const close = () => {
+    xhrRef.current?.abort(); // an upload still running stops: nothing is imported
+    xhrRef.current = null;
+    setOpen(false);
+    if (!running) reset();
   };
+  // An import left running in the background has ended.
+  useEffect(() => {
+    if (!open && done) reset();
+  }, [open, done, reset]);
   const d = progress.data;
   return (
     <>
       <Button variant="secondary" onClick={() => setOpen(true)} data-testid="import-button">
-        Import JSONL
+        {running ? "Importing…" : "Import JSONL"}
       </Button>
       <Dialog
         open={open}
@@ -120,7 +130,7 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
           {error ? <ErrorBanner message={error} /> : null}
           <div className="flex justify-end gap-2">
             <Button variant="secondary" onClick={close}>
-              {done ? "Close" : "Cancel"}
+              {done ? "Close" : running ? "Run in background" : "Cancel"}
             </Button>
             {importId === null ? (
               <Button onClick={upload} disabled={!file || uploaded !== null}>

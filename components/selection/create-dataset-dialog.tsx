@@ -73,6 +73,7 @@ export function CreateDatasetButton({
           }}
         >
           {errors.form ? <ErrorBanner message={errors.form} /> : null}
+          {strayError(errors) ? <ErrorBanner message={strayError(errors)!} /> : null}
           <Field id="dataset-name" label="Name" error={errors.name} hint="Lower-case letters, digits, '.', '_' or '-'.">
             <Input
               id="dataset-name"
@@ -104,4 +105,16 @@ export function CreateDatasetButton({
       </Dialog>
     </>
   );
+}
+
+/** The dialog's own fields (the rest of the body is the page's selection, from its URL). */
+const FIELDS = new Set(["form", "name", "format", "compression", "split", "tokenizer", "maxTokens"]);
+
+/**
+ * An error about the selection itself (a shared link's `sampleSize` past the limit, say): no
+ * field of the dialog shows it, so it is said above them rather than the submit doing nothing.
+ */
+function strayError(errors: Record<string, string>): string | undefined {
+  const stray = Object.entries(errors).find(([key]) => !FIELDS.has(key));
+  return stray ? `The selection cannot be packaged: ${stray[0]}: ${stray[1]}` : undefined;
 }

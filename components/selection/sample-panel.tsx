@@ -97,7 +97,14 @@ export function SamplePanel({ sample, onClose }: { sample: PreviewSample; onClos
           Signed URL ↗
         </a>
       </div>
-      <div className="flex-1 overflow-y-auto px-5 py-4" role="tabpanel">
+      {/* Focusable (a click in it focuses it too): the arrow keys then scroll it, where elsewhere
+          they move between samples (selection-view.tsx). */}
+      <div
+        className="flex-1 overflow-y-auto px-5 py-4 outline-none focus-visible:ring-2 focus-visible:ring-inset focus-visible:ring-indigo-500/30"
+        role="tabpanel"
+        tabIndex={0}
+        data-scrolls-with-arrows
+      >
         {q.isPending ? (
           <div className="flex justify-center py-10 text-zinc-400">
             <Spinner label="Loading conversation" />

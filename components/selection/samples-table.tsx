@@ -45,7 +45,8 @@ export function SamplesTable({ samples, selectedId, onOpen, onMetadataClick }: P
               aria-selected={selected}
               onClick={() => onOpen(s.id)}
               onKeyDown={(e) => {
-                if (e.key === "Enter" || e.key === " ") {
+                // The row's own keys: Enter on a metadata chip inside it is the chip's click.
+                if (e.target === e.currentTarget && (e.key === "Enter" || e.key === " ")) {
                   e.preventDefault();
                   onOpen(s.id);
                 }

@@ -185,13 +185,15 @@ export function SelectionView({ pipelineId, publicUrl, initial, deployments }: P
   );
 }
 
-/** J / ArrowDown and K / ArrowUp move the open sample; Escape closes the panel. */
+/** J / ArrowDown and K / ArrowUp move the open sample (arrows scroll the sample's own text); Escape closes the panel. */
 function useKeyboardNavigation(samples: SampleDto[], index: number, open: (id: string | undefined) => void) {
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (e.defaultPrevented || e.metaKey || e.ctrlKey || e.altKey) return;
       const target = e.target as HTMLElement | null;
       if (target?.closest("input, textarea, select, [contenteditable], dialog[open]")) return;
+      // Inside the open sample's text, the arrow keys scroll it (J and K still move).
+      if (e.key.startsWith("Arrow") && target?.closest("[data-scrolls-with-arrows]")) return;
       let next: number | undefined;
       if (e.key === "j" || e.key === "ArrowDown") next = index < 0 ? 0 : Math.min(samples.length - 1, index + 1);
       else if (e.key === "k" || e.key === "ArrowUp") next = index < 0 ? 0 : Math.max(0, index - 1);

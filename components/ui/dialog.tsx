@@ -4,7 +4,8 @@ import { useEffect, useId, useRef, type ReactNode } from "react";
 
 /**
  * A modal on the native <dialog>: focus is trapped and restored, Escape closes it, and the
- * rest of the page is inert, all by the browser.
+ * rest of the page is inert, all by the browser. `dismissible={false}` keeps it open on Escape
+ * (what it shows would be lost: a key's secret, shown once); only its own buttons close it.
  */
 export function Dialog({
   open,
@@ -13,6 +14,7 @@ export function Dialog({
   description,
   children,
   testId,
+  dismissible = true,
 }: {
   open: boolean;
   onClose: () => void;
@@ -20,6 +22,7 @@ export function Dialog({
   description?: ReactNode;
   children: ReactNode;
   testId?: string;
+  dismissible?: boolean;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   const titleId = useId();
@@ -34,10 +37,14 @@ export function Dialog({
       ref={ref}
       aria-labelledby={titleId}
       data-testid={testId}
-      onClose={onClose}
+      onClose={() => {
+        // Browsers close a modal on a repeated Escape even when its cancel is prevented.
+        if (!dismissible && open) ref.current?.showModal();
+        else onClose();
+      }}
       onCancel={(e) => {
         e.preventDefault();
-        onClose();
+        if (dismissible) onClose();
       }}
       className="m-auto w-full max-w-md rounded-xl border border-zinc-200 bg-white p-0 text-zinc-900 shadow-xl backdrop:bg-zinc-950/50 dark:border-zinc-800 dark:bg-zinc-900 dark:text-zinc-100"
     >
