@@ -99,6 +99,44 @@ describe("createBatcher", () => {
     expect(runs).toEqual([[0], [4, 99, 5], [4], [99], [5]]);
   });
 
+  it("runs the batches of one many() call one after another, in order; other calls go on around them", async () => {
+    const g = gatedRun<number>();
+    const call = createBatcher(g.run, { maxInFlight: 4, maxBatch: 3, isolateFailures: true });
+    const many = call.many([0, 1, 2, 3, 4, 5, 6, 7]);
+    await Promise.resolve();
+    // Four slots, yet one batch of the call: its rows must be written in its order.
+    expect(g.batches).toEqual([[0, 1, 2]]);
+    const single = call(100);
+    await Promise.resolve();
+    expect(g.batches).toEqual([[0, 1, 2], [100]]);
+    await g.releaseAll();
+    expect(g.batches).toEqual([[0, 1, 2], [100], [3, 4, 5], [6, 7]]);
+    expect((await many).map((r) => (r as PromiseFulfilledResult<number>).value)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(await single).toBe(100);
+  });
+
+  it("reruns a failed batch of a many() call item by item in order, before its next batch", async () => {
+    const runs: number[][] = [];
+    let running = 0;
+    let overlapped = false;
+    const call = createBatcher(
+      async (items: number[]) => {
+        runs.push(items);
+        overlapped ||= running > 0;
+        running++;
+        await new Promise((r) => setTimeout(r, 5));
+        running--;
+        if (items.length > 1 && items.includes(2)) throw new Error("statement failed");
+        return items;
+      },
+      { maxInFlight: 4, maxBatch: 3, isolateFailures: true },
+    );
+    const results = await call.many([0, 1, 2, 3, 4]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "fulfilled", "fulfilled"]);
+    expect(runs).toEqual([[0, 1, 2], [0], [1], [2], [3, 4]]);
+    expect(overlapped).toBe(false);
+  });
+
   it("rejects every call of a batch when run returns the wrong number of results", async () => {
     const call = createBatcher(async () => [1], { maxInFlight: 1, maxBatch: 100 });
     const a = call(1);

@@ -11,7 +11,8 @@
  * item (one that makes the whole statement fail) fails only its own call, never its neighbours'.
  *
  * `.many(items)` queues several items at once (add-batch): they go out together in as few
- * batches as `maxBatch` and `maxWeight` allow, rather than the first ones alone.
+ * batches as `maxBatch` and `maxWeight` allow, rather than the first ones alone, and those
+ * batches run one after another, so that the rows keep the items' order (their created_at).
  */
 export function createBatcher<I, O>(
   run: (items: I[]) => Promise<(O | Error)[]>,
@@ -24,46 +25,74 @@ export function createBatcher<I, O>(
     isolateFailures?: boolean;
   },
 ): Batcher<I, O> {
-  type Pending = { item: I; resolve: (o: O) => void; reject: (e: unknown) => void };
+  // `group`: the items of one `many` call, whose batches run one after another (see flush).
+  type Pending = { item: I; resolve: (o: O) => void; reject: (e: unknown) => void; group?: symbol };
   let queue: Pending[] = [];
   let inFlight = 0;
+  const busyGroups = new Set<symbol>();
 
+  const settle = async (batch: Pending[]) => {
+    try {
+      const results = await run(batch.map((p) => p.item));
+      if (results.length !== batch.length) {
+        throw new Error(`batch returned ${results.length} results for ${batch.length} items`);
+      }
+      batch.forEach((p, i) => {
+        const r = results[i]!;
+        if (r instanceof Error) p.reject(r);
+        else p.resolve(r);
+      });
+    } catch (err) {
+      if (!options.isolateFailures || batch.length === 1) return batch.forEach((p) => p.reject(err));
+      // One by one, in order: a `many` call's items keep their order (and created_at) here too.
+      for (const p of batch) {
+        try {
+          const [r] = await run([p.item]);
+          if (r instanceof Error) p.reject(r);
+          else p.resolve(r as O);
+        } catch (e) {
+          p.reject(e);
+        }
+      }
+    }
+  };
+
+  /**
+   * Starts batches while slots are free, in arrival order, except that a batch takes none of the
+   * items of a `many` call that has a batch running: its next batch waits for that one (so its
+   * rows keep their order), and other callers' items go on around it.
+   */
   const flush = () => {
     while (inFlight < options.maxInFlight && queue.length > 0) {
-      let n = 0;
+      const batch: Pending[] = [];
+      const rest: Pending[] = [];
       let weight = 0;
-      while (n < queue.length && n < options.maxBatch) {
-        weight += options.weight?.(queue[n]!.item) ?? 0;
-        if (n > 0 && options.maxWeight !== undefined && weight > options.maxWeight) break;
-        n++;
+      let i = 0;
+      for (; i < queue.length; i++) {
+        const p = queue[i]!;
+        if (p.group && busyGroups.has(p.group)) {
+          rest.push(p);
+          continue;
+        }
+        const w = options.weight?.(p.item) ?? 0;
+        const full =
+          batch.length >= options.maxBatch ||
+          (batch.length > 0 && options.maxWeight !== undefined && weight + w > options.maxWeight);
+        if (full) break;
+        weight += w;
+        batch.push(p);
       }
-      const batch = queue.slice(0, n);
-      queue = queue.slice(n);
+      rest.push(...queue.slice(i));
+      if (batch.length === 0) return; // all that waits belongs to groups with a batch running
+      queue = rest;
+      const groups = new Set(batch.flatMap((p) => (p.group ? [p.group] : [])));
+      for (const g of groups) busyGroups.add(g);
       inFlight++;
-      run(batch.map((p) => p.item))
-        .then((results) => {
-          if (results.length !== batch.length) {
-            throw new Error(`batch returned ${results.length} results for ${batch.length} items`);
-          }
-          batch.forEach((p, i) => {
-            const r = results[i]!;
-            if (r instanceof Error) p.reject(r);
-            else p.resolve(r);
-          });
-        })
-        .catch((err: unknown) => {
-          if (!options.isolateFailures || batch.length === 1) return batch.forEach((p) => p.reject(err));
-          for (const p of batch) {
-            run([p.item]).then(
-              ([r]) => (r instanceof Error ? p.reject(r) : p.resolve(r as O)),
-              (e: unknown) => p.reject(e),
-            );
-          }
-        })
-        .finally(() => {
-          inFlight--;
-          flush();
-        });
+      void settle(batch).finally(() => {
+        for (const g of groups) busyGroups.delete(g);
+        inFlight--;
+        flush();
+      });
     }
   };
 
@@ -73,7 +102,10 @@ export function createBatcher<I, O>(
       flush();
     });
   const many = (items: I[]) => {
-    const promises = items.map((item) => new Promise<O>((resolve, reject) => queue.push({ item, resolve, reject })));
+    const group = Symbol("many");
+    const promises = items.map(
+      (item) => new Promise<O>((resolve, reject) => queue.push({ item, resolve, reject, group })),
+    );
     flush();
     return Promise.allSettled(promises);
   };

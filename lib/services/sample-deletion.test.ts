@@ -8,6 +8,7 @@ import { createDataset } from "./datasets";
 import { applyRetention } from "./maintenance";
 import { createPipeline } from "./pipelines";
 import { deleteSample } from "./sample-deletion";
+import { addSample, mergeSampleMetadata } from "./samples";
 import { createTeam } from "./teams";
 
 let world: Awaited<ReturnType<typeof startFeedWorld>>;
@@ -61,5 +62,41 @@ describe("a dataset being packaged when samples it may hold are deleted", () => 
       attempts: 1,
       containsDeletedSamples: true,
     });
+  });
+});
+
+describe("a sample deleted while its metadata is being changed", () => {
+  it("goes with every label, the new ones too: no label is left without its sample", async () => {
+    const { db } = world.app;
+    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+    const { id } = await addSample(db, {
+      teamId: team.id,
+      pipelineId: pipeline.id,
+      sample: {
+        messages: [{ role: "user", content: "hi" }],
+        metadata: { lang: "en" },
+        userId: undefined,
+        groupId: undefined,
+      },
+    });
+    // A PATCH holds the sample's row while the deletion comes; it commits a new label, then the
+    // deletion goes on (with the row as the PATCH left it).
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const patching = db.transaction(async (tx) => {
+      await mergeSampleMetadata(tx, { teamId: team.id, id, metadata: { rating: "5" } });
+      await gate;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const deleting = deleteSample(db, { teamId: team.id, id });
+    await new Promise((r) => setTimeout(r, 300));
+    release();
+    await patching;
+    expect(await deleting).toBe(1);
+    const [left] = await db.execute<{ n: number }>(
+      sql`select count(*)::int as n from sample_labels where pipeline_id = ${pipeline.id}`,
+    );
+    expect(left!.n).toBe(0);
   });
 });

@@ -23,8 +23,8 @@ type DatasetRow = {
 };
 
 /**
- * Deletes samples of one pipeline by id, with their labels; returns how many it deleted (a sample
- * already gone is not counted). Before the rows go, every dataset of the pipeline whose frozen
+ * Deletes samples of one pipeline by id, with their labels, in `tx` (a transaction: the rows are
+ * locked before they go); returns how many it deleted (a sample already gone is not counted). Before the rows go, every dataset of the pipeline whose frozen
  * selection could hold one of them is told: a READY one is marked `containsDeletedSamples`; a
  * PROCESSING one is given back to the queue (its worker loses the lease and drops what it wrote;
  * the next claim reads the selection without these samples). One statement updates either kind,
@@ -37,6 +37,11 @@ export async function removeSamples(
   options: { datasets?: boolean | "mark" } = {},
 ): Promise<number> {
   if (ids.length === 0) return 0;
+  // The rows are locked first, in a statement of their own: a metadata PATCH holding one commits
+  // before the delete below takes its snapshot, which then sees the labels that PATCH added (in
+  // one statement, the label delete would miss them and leave them without their sample).
+  await tx.execute(sql`
+    select id from samples where id = any(${textArray(ids)}) and pipeline_id = ${pipelineId} order by id for update`);
   if (options.datasets !== false) await tellDatasets(tx, pipelineId, ids, options.datasets !== "mark");
   // The labels go by their primary key, from each sample's own metadata and created_at.
   const [deleted] = await tx.execute<{ n: number }>(sql`

@@ -175,8 +175,10 @@ export function selectionRows(
   const src = selectionSource(pipelineId, s, options.withSamples && !s.sample);
   if (options.bound) src.where.push(withinBound(src, options.bound));
   if (!s.sample) return src;
+  // No condition at all (one positive metadata condition drives the scan from its labels, and
+  // no bound): no `where`, which would be a syntax error empty.
   const picked = sql`(select ${src.ts} as ts, ${src.id} as id from ${src.from}
-    where ${sql.join(src.where, sql` and `)}
+    ${whereOf(src)}
     order by hashtextextended(${src.id}, ${s.sample.seed}), ${src.id} limit ${s.sample.size}) picked`;
   return {
     from: options.withSamples ? sql`${picked} join samples s on s.id = picked.id` : picked,

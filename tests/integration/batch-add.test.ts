@@ -67,6 +67,11 @@ describe("add-batch", () => {
     expect(res.json.results.every((r: { id?: string }) => r.id?.startsWith("smp_"))).toBe(true);
     expect((await api.post(`/v1/pipelines/${pipeline}/count`, {})).json).toEqual({ count: 1000 });
     expect((await api.post(`/v1/pipelines/${pipeline}/count`, { metadata: { i: "999" } })).json).toEqual({ count: 1 });
+    // Four statements of at most 256 rows, yet the selection lists them in request order.
+    const listed = (await api.post(`/v1/pipelines/${pipeline}/samples`, { limit: 1000 })).json as {
+      metadata: { i: string };
+    }[];
+    expect(listed.map((s) => Number(s.metadata.i))).toEqual(samples.map((_, i) => i));
     const over = await api.post(`/v1/pipelines/${pipeline}/add-batch`, { samples: [...samples, samples[0]] });
     expect(over.status).toBe(400);
     expect(over.json.error.param).toBe("samples");

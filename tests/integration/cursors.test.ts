@@ -71,6 +71,34 @@ describe("cursor paging (after)", () => {
     expect(last.json).toEqual([]);
   });
 
+  it("counts after a cursor within a sample picked by one metadata condition, as it lists", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "sampled" })).json.id as string;
+    const items = Array.from({ length: 40 }, (_, i) => ({
+      messages: [{ role: "user", content: `m${i}` }],
+      metadata: { lang: i % 4 === 0 ? "fr" : "en" },
+    }));
+    expect((await api.post(`/v1/pipelines/${pipeline}/add-batch`, { samples: items })).status).toBe(200);
+    const all = (await api.post(`/v1/pipelines/${pipeline}/samples`, {})).json as Sample[];
+    const after = all[5]!.id;
+    // One positive condition alone drives the scan from the labels: nothing else to filter on.
+    for (const metadata of [
+      { lang: "en" },
+      { lang: { $in: ["en", "de"] } },
+      { lang: { $prefix: "e" } },
+      { lang: { $exists: true } },
+    ]) {
+      const body = { metadata, sample: { size: 12, seed: 3 }, after };
+      const listed = await api.post(`/v1/pipelines/${pipeline}/samples`, body);
+      expect(listed.status).toBe(200);
+      const counted = await api.post(`/v1/pipelines/${pipeline}/count`, body);
+      expect(counted.status).toBe(200);
+      expect(counted.json.count).toBe((listed.json as Sample[]).length);
+      expect(counted.json.count).toBeGreaterThan(0);
+    }
+  });
+
   it("refuses a cursor that is not a sample of this pipeline (another pipeline's, another team's, unknown)", async () => {
     const { api, pipeline } = await pipelineOf(5);
     const other = await pipelineOf(5);

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
@@ -45,6 +46,11 @@ export type PackageResult = { status: "READY"; bytes: number; ms: number } | { s
 export async function packageDataset(job: DatasetJob, o: PackageOptions): Promise<PackageResult> {
   const started = performance.now();
   const attemptPrefix = `${datasetBlobPrefix(job.id)}${randomUUID()}/`;
+  // This attempt's files, unless the row names them: nothing else would ever remove them.
+  const discardAttempt = () =>
+    o.blobs
+      .removePrefix(attemptPrefix)
+      .catch((err: unknown) => logger().warn({ err, dataset: job.id }, "could not remove a failed attempt's files"));
   let read = 0;
   let sinceThrottle = 0;
   const abort = new AbortController();
@@ -117,6 +123,8 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     } catch (err) {
       abort.abort(err);
       await Promise.all([...outputs.values()].map((out) => out.settled()));
+      // A file finished before the other failed (a split): never referenced, it goes too.
+      await discardAttempt();
       if (leaseLost) return { status: "lost" };
       if (o.signal?.aborted) throw o.signal.reason;
       if (err instanceof PackagingError || err instanceof LeaseLost) throw err;
@@ -127,9 +135,16 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     // were changed (PATCH, the way feedback is added). `size` becomes what was written.
     abort.abort(); // stop renewing before the final update
     await renewer;
-    const published = await completeDataset(o.db, { id: job.id, owner: o.owner, files, stats, progress: read });
+    let published: boolean;
+    try {
+      published = await completeDataset(o.db, { id: job.id, owner: o.owner, files, stats, progress: read });
+    } catch (err) {
+      // Unless the update did commit (its answer lost): then the row names them, and they stay.
+      if (!(await namedByRow(o.db, job.id, attemptPrefix))) await discardAttempt();
+      throw err;
+    }
     if (!published) {
-      await o.blobs.removePrefix(attemptPrefix); // our files, never referenced by the row
+      await discardAttempt(); // our files, never referenced by the row
       return { status: "lost" };
     }
     const bytes = files.reduce((sum, f) => sum + f.bytes, 0);
@@ -138,6 +153,18 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
     o.signal?.removeEventListener("abort", stopOnShutdown);
     if (!abort.signal.aborted) abort.abort();
     await renewer;
+  }
+}
+
+/** Whether the dataset's row names files under `prefix`; true when that cannot be read (keep them). */
+async function namedByRow(db: DbOrTx, id: string, prefix: string): Promise<boolean> {
+  try {
+    const [row] = await db.execute<{ named: boolean }>(
+      sql`select coalesce(files::text like ${`%${prefix}%`}, false) as named from datasets where id = ${id}`,
+    );
+    return row?.named ?? false;
+  } catch {
+    return true;
   }
 }
 
