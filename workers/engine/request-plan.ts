@@ -51,7 +51,7 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
         "prompt",
       );
     promptIds = request.prompt;
-    promptText = m.tokenizer.decode(promptIds, { skip_special_tokens: true });
+    promptText = m.tokenizer.decode(promptIds, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
   } else {
     throw new EngineError("invalid_request", "give exactly one of prompt and messages", "prompt");
   }

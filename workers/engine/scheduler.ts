@@ -304,7 +304,12 @@ export class Scheduler {
       cancelled: false,
       done: false,
     };
-    const decode = (ids: number[]) => (ids.length === 0 ? "" : m.tokenizer.decode(ids, { skip_special_tokens: true }));
+    // The tokens' own text: never the "clean-up" many exports ask for (" ," → ","), which would
+    // make the text differ from the bytes bad_words checks and the deltas stop being prefixes.
+    const decode = (ids: number[]) =>
+      ids.length === 0
+        ? ""
+        : m.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
     for (let i = 0; i < plan.request.n; i++) {
       job.sequences.push(
         new Sequence(i, plan.promptIds, createPrng(seed, i), {
