@@ -54,7 +54,9 @@ function readValue(name: string, kind: Kind, values: string[]): unknown {
     const n = Number(v);
     return v.trim() !== "" && Number.isFinite(n) ? n : v;
   }
-  if (values.length === 1 && v.trimStart().startsWith("[")) {
+  // A JSON array of strings (`["a","b"]`, `[]`); anything else is one plain string, even one that
+  // starts with "[" (stop=[INST], Llama 2's turn marker).
+  if (values.length === 1 && /^\s*\[\s*["\]]/.test(v)) {
     try {
       return JSON.parse(v);
     } catch {

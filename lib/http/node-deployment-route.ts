@@ -94,7 +94,9 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
     let limitHeaders: Record<string, string> = {};
     try {
       const handle = getDb();
-      const query = new URLSearchParams((req.url ?? "").split("?")[1] ?? "");
+      // Everything after the first "?" (a raw "?" may appear in the query itself: prompt=Why?).
+      const url = req.url ?? "";
+      const query = new URLSearchParams(url.includes("?") ? url.slice(url.indexOf("?") + 1) : "");
       const authorization =
         req.headers.authorization ?? (req.method === "GET" ? queryAuthorization(new URL(`http://x/?${query}`)) : null);
       storableParams(params);

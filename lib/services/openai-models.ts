@@ -2,6 +2,7 @@
 // name the completion paths take as `model`.
 import type { ModelList, ModelObject } from "../contracts/openai";
 import type { DbOrTx } from "../db/client";
+import { storableParams } from "../http/route-parts";
 import type { Deployment, Team } from "../db/schema";
 import { resolveChatModel } from "./chat-completions";
 import { listDeployments } from "./deployments";
@@ -27,5 +28,6 @@ export async function retrieveModel(db: DbOrTx, team: Team, model: string): Prom
   } catch {
     // not encoded: looked up as it is
   }
+  storableParams({ model: id }); // decoded once more: %2500 is a NUL now, a 400 as in any path
   return modelObject(team, (await resolveChatModel(db, team, id)).deployment);
 }

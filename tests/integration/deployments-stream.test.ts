@@ -130,6 +130,23 @@ describe("GET {deployment_url}", () => {
     expect(bare.updates.length).toBeGreaterThan(0);
   });
 
+  it("reads the whole query after the first '?', and takes a stop string that starts with '['", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const greedy = { max_tokens: 12, temperature: 0 };
+    const response = DeploymentCompletionResponse.parse(
+      (await complete(dep, team.modelKey, { prompt: "Why?", ...greedy, stop: ["[INST]"] })).json,
+    );
+    const whole = response.result[0]!;
+    // A raw "?" in the prompt, and the key after it: neither is cut off.
+    const raw = `${dep.url}?prompt=Why?&max_tokens=12&temperature=0&stop=[INST]&authorization=${team.modelKey}`;
+    const res = await fetch(raw);
+    expect(res.status).toBe(200);
+    const events = parseSse(await res.text());
+    const updates = events.filter((e) => e.event === "update").map((e) => StreamUpdateEvent.parse(JSON.parse(e.data)));
+    expect(updates.map((u) => u.completion).join("")).toBe(whole.completion);
+    expect(StreamEndEvent.parse(JSON.parse(events.at(-1)!.data)).usage).toEqual(response.usage);
+  });
+
   it("401 with the error body before any event for a missing or bad key", async () => {
     const { team, dep } = await makeTeamWithDeployment();
     for (const query of [
@@ -157,7 +174,7 @@ describe("GET {deployment_url}", () => {
       [{ prompt: "Hi", top_p: "x" }, "top_p"],
       [{ prompt: "Hi", top_k: "0" }, "top_k"],
       [{ prompt: "Hi", repetition_penalty: "0.5" }, "repetition_penalty"],
-      [{ prompt: "Hi", stop_sequences: "[oops" }, "stop_sequences"],
+      [{ prompt: "Hi", stop_sequences: '["oops' }, "stop_sequences"],
       [{ prompt: "Hi", stop: '[""]' }, "stop[0]"],
       [{ prompt: "Hi", text: "Hi" }, "text"],
       [{ prompt: "Hi", n: "2" }, "n"],

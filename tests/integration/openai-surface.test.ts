@@ -379,6 +379,10 @@ describe("GET /v1/models", () => {
     await expect(openai(team.apiKey).models.retrieve(`${other.team.slug}/${other.dep.name}`)).rejects.toMatchObject({
       status: 404,
     });
+    // Decoded once more for the %2F form: a NUL that comes out of it is a 400, as in any path.
+    const nul = await api.get("/v1/models/%2500");
+    expect(nul.status).toBe(400);
+    expect(nul.json.error).toMatchObject({ type: "invalid_request", param: "model" });
   });
 });
 

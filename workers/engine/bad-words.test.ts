@@ -1,7 +1,7 @@
 // bad_words: a property test over many seeds — the words never appear in the output, however
 // the model would have tokenized them — while without the guard they do appear.
 import { beforeAll, describe, expect, it } from "vitest";
-import { BadWordsGuard } from "./bad-words";
+import { BadWordsGuard, guardFor } from "./bad-words";
 import { Engine } from "./engine";
 import type { LoadedModel } from "./model/load-model";
 import { tinyModelDir } from "./testing/models";
@@ -26,6 +26,18 @@ describe("bad_words", () => {
     expect(he).toHaveLength(1);
     expect(afterT).toContain(he[0]);
     expect(guard.bannedAfter(new TextEncoder().encode("ax"))).not.toContain(he[0]);
+  });
+
+  it("makes a list's guard once: the next request with the same list reuses it, the 32 most recent kept", () => {
+    const enc = new TextEncoder();
+    const table = { bytes: ["a", "the", "then", "x"].map((t) => enc.encode(t)) };
+    const first = guardFor(table, ["the"]);
+    expect(first.alwaysBanned).toEqual([1, 2]);
+    expect(guardFor(table, ["the"])).toBe(first);
+    expect(guardFor(table, ["the", "x"])).not.toBe(first);
+    expect(guardFor(table, []).alwaysBanned).toEqual([]);
+    for (let i = 0; i < 32; i++) guardFor(table, [`w${i}`]);
+    expect(guardFor(table, ["the"])).not.toBe(first); // pushed out by 32 newer lists
   });
 
   it("bans exactly what a brute-force check bans, for self-overlapping words and random tails", () => {

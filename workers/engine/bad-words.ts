@@ -24,9 +24,12 @@ export class BadWordsGuard {
     this.fail = this.words.map(failureFunction);
     this.maxTail = Math.max(0, ...this.words.map((w) => w.length - 1));
     const banned: number[] = [];
-    table.bytes.forEach((b, id) => {
-      if (this.words.some((w, wi) => contains(b, w, this.fail[wi]!))) banned.push(id);
-    });
+    // A scan of the whole vocabulary (tens of ms for 64 words on a 128k vocabulary): only for
+    // words, and once per list (guardFor keeps the recent ones).
+    if (this.words.length > 0)
+      table.bytes.forEach((b, id) => {
+        if (this.words.some((w, wi) => contains(b, w, this.fail[wi]!))) banned.push(id);
+      });
     this.alwaysBanned = banned;
   }
 
@@ -135,4 +138,24 @@ export function appendTail(tail: Uint8Array, add: Uint8Array, max: number): Uint
   joined.set(tail);
   joined.set(add, tail.length);
   return joined.length > max ? joined.slice(joined.length - max) : joined;
+}
+
+const GUARDS_KEPT = 32;
+const guards = new WeakMap<TokenTable, Map<string, BadWordsGuard>>();
+
+/**
+ * The guard of a word list on a table: made once and kept for the next requests with the same
+ * list (a client sends its list with every request), the 32 most recently used per table. A
+ * guard holds no per-request state.
+ */
+export function guardFor(table: TokenTable, badWords: string[]): BadWordsGuard {
+  let kept = guards.get(table);
+  if (!kept) guards.set(table, (kept = new Map()));
+  const key = JSON.stringify(badWords);
+  let guard = kept.get(key);
+  if (guard) kept.delete(key);
+  else guard = new BadWordsGuard(table, badWords);
+  kept.set(key, guard); // most recently used last
+  if (kept.size > GUARDS_KEPT) kept.delete(kept.keys().next().value!);
+  return guard;
 }

@@ -21,6 +21,16 @@ export function createPrng(seed: number, stream = 0): Prng {
     b = mix(),
     c = mix(),
     d = mix();
+  // Seeds go up to 2^53: the bits above the low 32 are mixed in too (seed 1 and 2^32 + 1 differ).
+  // Nothing changes for seeds below 2^32, whose samples stay what they were.
+  const high = Math.floor(seed / 4294967296) >>> 0;
+  if (high !== 0) {
+    const more = splitmix32(high ^ 0x5bd1e995);
+    a ^= more();
+    b ^= more();
+    c ^= more();
+    d ^= more();
+  }
   if ((a | b | c | d) === 0) a = 1;
   return {
     next() {

@@ -21,7 +21,7 @@
 // ENGINE_TRACE=<file> traces each pass (./trace.ts).
 import type { GenerationStreamEvent, GenerationUsage } from "@/lib/contracts/generation";
 import { logger } from "@/lib/observe/log";
-import { BadWordsGuard } from "./bad-words";
+import { guardFor } from "./bad-words";
 import { EngineError } from "./errors";
 import { EventChannel } from "./event-channel";
 import { abortError, type GenerationJob } from "./generation-job";
@@ -291,7 +291,7 @@ export class Scheduler {
   private createJob(plan: RequestPlan): GenerationJob {
     const m = this.model;
     const table = tokenTable(m.tokenizer, 0);
-    const badWords = new BadWordsGuard(table, plan.request.bad_words);
+    const badWords = guardFor(table, plan.request.bad_words);
     const seed = plan.seed ?? randomSeed();
     const job: GenerationJob = {
       plan,
