@@ -238,20 +238,48 @@ export async function* datasetRows(
   job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
   columns: RowColumns,
   split?: { validation: number; seed: number },
+  signal?: AbortSignal,
 ): AsyncGenerator<CopyRowBatch> {
   if (!job.bound) return;
   const statement = copyStatement(job, job.bound, columns, split);
   const reserved = await rawSql(db).reserve();
   let stream: Readable | undefined;
+  let read = false;
+  // Stopped early (the job given back at shutdown, its lease lost, the dataset deleted), at any
+  // point (Postgres may wait on a lock, or sort a sampled selection, for long before the first
+  // row): the COPY is cancelled, rather than the rest of the selection read and thrown away
+  // (minutes for a large one, past the shutdown's grace).
+  let copy: { cancel: () => unknown } | undefined;
+  let cancelled = false;
+  const cancel = () => {
+    if (read || !copy || cancelled) return;
+    cancelled = true;
+    void Promise.resolve(copy.cancel()).catch(() => {});
+  };
+  signal?.addEventListener("abort", cancel, { once: true });
   try {
     await reserved.unsafe(
       "begin; set local statement_timeout = 0; set local max_parallel_workers_per_gather = 0; set local timezone = 'UTC'",
     );
-    stream = await reserved.unsafe(statement).readable();
-    yield* rowBatches(stream, split ? 2 : 1);
+    const query = reserved.unsafe(statement);
+    copy = query;
+    if (signal?.aborted) cancel();
+    stream = await query.readable();
+    yield* rowBatches(stream, split ? 2 : 1, signal);
+    read = true;
   } finally {
-    if (stream) await settleCopy(stream);
-    await reserved.unsafe("rollback").catch(() => {});
+    signal?.removeEventListener("abort", cancel);
+    if (stream && !read && !stream.readableEnded) cancel();
+    if (stream) await settleCopy(stream); // after a cancel, only until its error arrives
+    // A cancel that reached the server after the COPY had ended may cancel the next statement
+    // instead: the rollback is then sent again (a cancel stops one statement at most).
+    for (let tries = cancelled ? 2 : 1; tries > 0; tries--) {
+      const error = await reserved.unsafe("rollback").then(
+        () => undefined,
+        (e: { code?: string }) => e,
+      );
+      if (error?.code !== "57014") break;
+    }
     reserved.release();
   }
 }
@@ -264,7 +292,7 @@ const ROWS_AHEAD_BYTES = 1024 * 1024;
  * packager was busy. The COPY is paused when the packager falls more than ROWS_AHEAD_BYTES
  * behind, and resumed when it takes the next batch.
  */
-async function* rowBatches(stream: Readable, fields: number): AsyncGenerator<CopyRowBatch> {
+async function* rowBatches(stream: Readable, fields: number, signal?: AbortSignal): AsyncGenerator<CopyRowBatch> {
   const rows = new BinaryCopyRows(fields);
   let failure: { error: unknown } | undefined;
   let ended = false;
@@ -293,10 +321,15 @@ async function* rowBatches(stream: Readable, fields: number): AsyncGenerator<Cop
     failure ??= { error };
     notify();
   };
+  // Stopped while waiting for rows (Postgres may sort a sampled selection for a long while
+  // before the first): the wait ends at once.
+  const onAbort = () => onError(signal!.reason);
   stream.on("data", onData);
   stream.once("end", onEnd);
   stream.once("error", onError);
+  signal?.addEventListener("abort", onAbort, { once: true });
   try {
+    if (signal?.aborted) onAbort();
     for (;;) {
       if (failure) throw failure.error;
       if (rows.count > 0) {
@@ -312,6 +345,7 @@ async function* rowBatches(stream: Readable, fields: number): AsyncGenerator<Cop
     stream.off("data", onData);
     stream.off("end", onEnd);
     stream.off("error", onError);
+    signal?.removeEventListener("abort", onAbort);
   }
 }
 
@@ -319,8 +353,7 @@ async function* rowBatches(stream: Readable, fields: number): AsyncGenerator<Cop
  * Leaves the COPY's connection usable. postgres.js pauses the socket when the stream's buffer is
  * full and resumes it only from the stream's `_read`, which Node never calls once the stream has
  * ended (as when the last rows and the end of the COPY arrive in one read): resume it here, after
- * the end. A COPY stopped early (lease lost, shutdown) is drained first, its rest discarded (no
- * cancel request: one arriving late could cancel the connection's next query).
+ * the end. A COPY cancelled early is read only until the cancel's error arrives.
  */
 export async function settleCopy(stream: Readable): Promise<void> {
   const resumeSocket = () => (stream as unknown as { _read: (n: number) => void })._read(0);

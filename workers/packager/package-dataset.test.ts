@@ -69,4 +69,62 @@ describe("packageDataset", () => {
     const files = readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
     expect(files.map((f) => f.name)).toEqual([]);
   });
+
+  it("stopped while Postgres has not sent a row yet, gives up at once and cancels the COPY", async () => {
+    const { db } = world.app;
+    await db.execute(sql`update datasets set deleted_at = now() where deleted_at is null`);
+    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+    await db.insert(samples).values(
+      Array.from({ length: 20 }, (_, i) => ({
+        id: newId("sample"),
+        pipelineId: pipeline.id,
+        teamId: team.id,
+        messages: [{ role: "user" as const, content: `m${i}` }],
+        length: 1,
+      })),
+    );
+    await createDataset(db, { teamId: team.id, pipelineId: pipeline.id, name: "held", selection: {} });
+    const job = (await claimDataset(db, { owner: "w2", leaseSeconds: 60 }))!;
+    const root = mkdtempSync(path.join(os.tmpdir(), "blobs-"));
+    // Another session holds the samples table: the COPY waits on its lock and sends nothing.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = db.transaction(async (tx) => {
+      await tx.execute(sql`lock table samples in access exclusive mode`);
+      locked();
+      await held;
+    });
+    await isLocked;
+    const shutdown = new AbortController();
+    const packaging = packageDataset(job, {
+      db,
+      blobs: new LocalBlobStore(root),
+      owner: "w2",
+      leaseSeconds: 60,
+      scratchDir: root,
+      signal: shutdown.signal,
+    }).then(
+      () => "returned",
+      () => "threw",
+    );
+    const waiting = async () =>
+      (
+        await db.execute<{ n: number }>(
+          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ~* '^\\s*copy'`,
+        )
+      )[0]!.n;
+    await expect.poll(waiting, { timeout: 10_000 }).toBe(1);
+    shutdown.abort(new Error("shutting down"));
+    // Settled while the lock is still held: it did not wait for the rows.
+    const outcome = await Promise.race([packaging, new Promise((r) => setTimeout(() => r("still waiting"), 10_000))]);
+    expect(outcome).toBe("threw");
+    expect(await waiting()).toBe(0);
+    // The pool goes on, the lock still held: the connection came back to it usable.
+    for (let i = 0; i < 12; i++) expect((await db.execute<{ one: number }>(sql`select 1 as one`))[0]!.one).toBe(1);
+    release();
+    await holder;
+  });
 });

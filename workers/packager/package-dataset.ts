@@ -94,7 +94,7 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       throw new PackagingError("Could not read the selected samples from the database.", { cause: err });
     }
   }
-  const rows = (columns: RowColumns) => counted(datasetRows(o.db, job, columns, job.options.split));
+  const rows = (columns: RowColumns) => counted(datasetRows(o.db, job, columns, job.options.split, abort.signal));
 
   const splits: (SplitName | null)[] = job.options.split ? [...SPLITS] : [null];
   const outputs = new Map(
