@@ -10,8 +10,12 @@ const looked = (host: string, all: boolean) =>
 
 describe("upstream hosts a team may use", () => {
   it("knows this machine and link-local addresses", () => {
-    const local = ["127.0.0.1", "127.8.9.1", "0.0.0.0", "169.254.169.254", "::1", "::", "fe80::1", "::ffff:127.0.0.1"];
-    const remote = ["10.0.0.5", "192.168.1.20", "172.16.0.1", "8.8.8.8", "fd00::1", "2001:db8::1"];
+    const local = [
+      ...["127.0.0.1", "127.8.9.1", "0.0.0.0", "169.254.169.254", "::1", "::", "fe80::1", "::ffff:127.0.0.1"],
+      // IPv4-mapped as URLs write them (hex), and IPv4-compatible: they connect to 127.0.0.1 & co.
+      ...["::ffff:7f00:1", "::ffff:a9fe:a9fe", "::ffff:0:0", "0:0:0:0:0:ffff:7f00:1", "::7f00:1", "FE80::1"],
+    ];
+    const remote = ["10.0.0.5", "192.168.1.20", "172.16.0.1", "8.8.8.8", "fd00::1", "2001:db8::1", "::ffff:a00:5"];
     expect(local.filter(isLocalAddress)).toEqual(local);
     expect(remote.filter(isLocalAddress)).toEqual([]);
   });
@@ -22,6 +26,9 @@ describe("upstream hosts a team may use", () => {
       /^localhost is (127\.0\.0\.1|::1), this machine/,
     );
     expect(await refusedUpstream("http://[::1]:8000", [])).toMatch(/UPSTREAM_ALLOWED_HOSTS/);
+    for (const url of ["http://[::ffff:127.0.0.1]:8000", "http://[::ffff:a9fe:a9fe]/", "http://2130706433:8000"])
+      expect(await refusedUpstream(url, []), url).toMatch(/this machine or a link-local address/);
+    expect(localLiteral("http://[::ffff:127.0.0.1]:8000")).toBe("::ffff:7f00:1");
     expect(await refusedUpstream("http://10.1.2.3:8000", [])).toBeNull();
     expect(await refusedUpstream("https://192.168.0.7", [])).toBeNull();
     // Listed: the host (any port), or the host and port.

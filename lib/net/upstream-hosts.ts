@@ -8,13 +8,25 @@
 // resolved elsewhere at creation may be pointed at 127.0.0.1 afterwards (DNS rebinding).
 import dns from "node:dns";
 import { lookup } from "node:dns/promises";
-import { isIP, type LookupFunction } from "node:net";
+import { BlockList, isIP, type LookupFunction } from "node:net";
+
+/**
+ * Loopback, unspecified or link-local, in any spelling: IPv4 (127/8, 0/8, 169.254/16), IPv6
+ * (::1, ::, fe80::/10, the old IPv4-compatible ::/96) and IPv4-mapped IPv6 (::ffff:127.0.0.1,
+ * which URLs write as [::ffff:7f00:1], and which connects to 127.0.0.1): BlockList compares the
+ * addresses, not their text.
+ */
+const LOCAL = new BlockList();
+LOCAL.addSubnet("127.0.0.0", 8, "ipv4");
+LOCAL.addSubnet("0.0.0.0", 8, "ipv4");
+LOCAL.addSubnet("169.254.0.0", 16, "ipv4");
+LOCAL.addSubnet("::", 96, "ipv6");
+LOCAL.addSubnet("fe80::", 10, "ipv6");
 
 /** Loopback, unspecified or link-local: this machine, or what only it can reach. */
 export function isLocalAddress(address: string): boolean {
-  const a = address.toLowerCase().replace(/^::ffff:/, "");
-  if (isIP(a) === 4) return /^(127\.|0\.|169\.254\.)/.test(a);
-  return a === "::1" || a === "::" || /^fe[89ab][0-9a-f]:/.test(a);
+  const kind = isIP(address);
+  return kind !== 0 && LOCAL.check(address, kind === 4 ? "ipv4" : "ipv6");
 }
 
 /**

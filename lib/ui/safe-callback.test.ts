@@ -16,6 +16,10 @@ describe("safeCallback", () => {
       "/\n/evil.example",
       "/\r\n//evil.example",
       "/\\/evil.example",
+      // Dot segments that leave an empty first segment: `//evil.example` once resolved.
+      "/.//evil.example/login",
+      "/%2e//evil.example",
+      "/a/..//evil.example",
       "javascript:alert(1)",
       "",
       undefined,

@@ -15,5 +15,8 @@ export function safeCallback(url: string | undefined | null): string {
     return fallback;
   }
   if (resolved.origin !== base) return fallback;
+  // A path that begins with "//" once resolved (`/.//evil.example`, `/a/..//evil.example`) is
+  // another host's address to a browser.
+  if (resolved.pathname.startsWith("//")) return fallback;
   return `${resolved.pathname}${resolved.search}${resolved.hash}`;
 }
