@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import net from "node:net";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
@@ -112,19 +113,26 @@ describe("npm start", () => {
     const taken = net.createServer();
     await new Promise<void>((r) => taken.listen(0, () => r()));
     const port = (taken.address() as net.AddressInfo).port;
-    const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port) };
-    const r = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+    // No build in this folder yet: the taken port is said before any build starts (a build
+    // replaces the running instance's files).
+    const distDir = mkdtempSync(path.join(os.tmpdir(), "lmp-dist-"));
+    const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), NEXT_DIST_DIR: distDir };
+    const r = await new Promise<{ status: number | null; stderr: string; stdout: string }>((resolve) => {
       const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts/start.ts")], {
         cwd: root,
         env,
       });
       let stderr = "";
+      let stdout = "";
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-      child.on("exit", (status) => resolve({ status, stderr }));
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+      child.on("exit", (status) => resolve({ status, stderr, stdout }));
     });
     taken.close();
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain(`Port ${port} is in use`);
+    expect(r.stdout).not.toContain("Building the web app");
+    expect(readdirSync(distDir)).toEqual([]);
   }, 120_000);
 
   it("refuses to start on a wrong setting, naming the variable", () => {
@@ -137,5 +145,7 @@ describe("npm start", () => {
     });
     expect(r.status).not.toBe(0);
     expect(r.stderr).toMatch(/Invalid configuration:\n\s+PORT:/);
+    // Said once, with no stack trace of the same error after it.
+    expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 });

@@ -9,6 +9,7 @@ import { embeddedDbUrl, newDbPassword, readDbPassword, type EmbeddedDb } from "@
 import { migrateDatabase } from "@/lib/db/migrate";
 import { readEmbeddedInfo } from "@/lib/db/url";
 import { EnvError, parseEnv } from "@/lib/env";
+import { errorCause } from "@/lib/observe/error-cause";
 import { workerSecret } from "@/lib/internal-secret";
 import { freePort } from "@/lib/net/free-port";
 import { prepareDemoUser, seedDemo, type DemoCredentials } from "@/lib/services/demo";
@@ -39,10 +40,20 @@ const supervisor = new Supervisor({
 });
 let embedded: EmbeddedDb | undefined;
 let stopping = false;
+/** SHUTDOWN_GRACE_SECONDS, once the environment has been read (its default before). */
+let graceMs = 30_000;
 
 async function main(): Promise<void> {
   const e = parseEnv();
+  graceMs = e.SHUTDOWN_GRACE_SECONDS * 1000;
   mkdirSync(e.DATA_DIR, { recursive: true });
+  // Another instance on these files or this port is said before anything is built: a build
+  // replaces .next, under the running app's feet.
+  if (!e.DATABASE_URL) {
+    const running = readEmbeddedInfo(e.DATA_DIR);
+    if (running) throw new Error(`Another 'npm start' (pid ${running.pid}) is already serving ${e.DATA_DIR}.`);
+  }
+  await assertPortFree(e.PORT);
   ensureBuild();
 
   // The embedded database's address is settled before it starts, so the web app (which connects
@@ -55,8 +66,6 @@ async function main(): Promise<void> {
   const demoUser = fresh ? prepareDemoUser() : undefined;
   demoUser?.catch(() => {});
   if (!databaseUrl) {
-    const running = readEmbeddedInfo(e.DATA_DIR);
-    if (running) throw new Error(`Another 'npm start' (pid ${running.pid}) is already serving ${e.DATA_DIR}.`);
     const port = e.EMBEDDED_DB_PORT || (await freePort());
     const password = readDbPassword(embeddedPaths(e.DATA_DIR).passwordFile) ?? newDbPassword();
     databaseUrl = embeddedDbUrl(port, password);
@@ -80,7 +89,7 @@ async function main(): Promise<void> {
   delete workerEnv.AUTH_SECRET;
   // A port already taken made the app crash five times over half a minute, then stop everything;
   // or, taken by another instance, its health answered and the banner printed credentials it
-  // did not know. Said at once instead.
+  // did not know. Said at once instead (again: the build may have taken a while).
   await assertPortFree(e.PORT);
   supervisor.start("app", appProcessArgs(e.PORT), childEnv);
   const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), startDatabase()]);
@@ -225,7 +234,7 @@ function embeddedBanner(dataDir: string): string[] {
 async function shutdown(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
-  await supervisor.stop(parseEnv().SHUTDOWN_GRACE_SECONDS * 1000);
+  await supervisor.stop(graceMs);
   await embedded?.stop().catch(() => {});
   process.exit(code);
 }
@@ -234,6 +243,7 @@ process.on("SIGINT", () => void shutdown(0));
 process.on("SIGTERM", () => void shutdown(0));
 
 main().catch(async (err: unknown) => {
-  console.error(err instanceof EnvError || err instanceof Error ? `error: ${err.message}` : err);
+  // The reason, not drizzle's "Failed query: …" wrapper (a refused connection, a wrong password).
+  console.error(err instanceof EnvError ? `error: ${err.message}` : `error: ${errorCause(err)}`);
   await shutdown(1);
 });

@@ -8,6 +8,7 @@ import path from "node:path";
 import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { errorCause } from "@/lib/observe/error-cause";
 import { workerSecret } from "@/lib/internal-secret";
 import { servedModelKey, teamModelKey } from "@/lib/contracts/models";
 import { jobTeams, places, placesByTeam } from "@/lib/contracts/placement";
@@ -153,6 +154,6 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   // Straight to stderr: the process exits at once, before an asynchronous log line could be written.
-  console.error("[worker] failed to start:", err instanceof Error ? err.message : err);
+  console.error("[worker] failed to start:", errorCause(err));
   process.exit(1);
 });
