@@ -52,6 +52,29 @@ describe("upstream capability table", () => {
       top_logprobs: 2,
     });
   });
+
+  it("sends each kind values it accepts for the platform's defaults and edges", () => {
+    // TGI refuses top_p 1 (its range is open): 1 is off, its default, so it is left out.
+    expect(upstreamBody("tgi", "m", { prompt: "x", top_p: 1 }).body).not.toHaveProperty("top_p");
+    expect(upstreamBody("tgi", "m", { prompt: "x", top_p: 0.9 }).body).toMatchObject({ top_p: 0.9 });
+    for (const kind of ["vllm", "tgi"] as const) {
+      const e = refusal(() => upstreamBody(kind, "m", { prompt: "x", top_p: 0 }));
+      expect([e.status, e.param]).toEqual([400, "top_p"]);
+      expect(e.message).toContain(BACKEND_LABEL[kind]);
+    }
+    // llama.cpp samples with its own defaults (0.8, top-k 40, 0.95, min-p 0.05) where nothing is sent.
+    expect(upstreamBody("llamacpp", "m", { prompt: "x" }).body).toMatchObject({
+      temperature: 1,
+      top_p: 1,
+      top_k: 0,
+      min_p: 0,
+    });
+    expect(upstreamBody("llamacpp", "m", { prompt: "x", temperature: 0.2, top_k: 5 }).body).toMatchObject({
+      temperature: 0.2,
+      top_k: 5,
+    });
+    expect(upstreamBody("vllm", "m", { prompt: "x" }).body).not.toHaveProperty("top_k");
+  });
 });
 
 describe("secret box", () => {

@@ -117,7 +117,16 @@ export function upstreamBody(
   }
   body.max_tokens = request.max_tokens ?? 16;
   if (request.temperature !== undefined) body.temperature = request.temperature;
-  if (request.top_p !== undefined) body.top_p = request.top_p;
+  if (request.top_p !== undefined) {
+    // vLLM and TGI refuse 0 (their range is (0, 1]; TGI's even (0, 1)): said here, by name.
+    if (request.top_p === 0 && (kind === "vllm" || kind === "tgi"))
+      throw invalidRequest(
+        `The ${backend} backend takes 'top_p' above 0 (for the most likely token only, use temperature 0).`,
+        "top_p",
+      );
+    // 1 is "off", which TGI refuses as a value: left out there, where off is its default.
+    if (!(kind === "tgi" && request.top_p === 1)) body.top_p = request.top_p;
+  }
   if (request.stop?.length) body.stop = request.stop;
   for (const param of OPTIONAL_PARAMS) {
     const value = request[param];
@@ -140,6 +149,14 @@ export function upstreamBody(
       body.logprobs = true;
       body.top_logprobs = value;
     } else body[support.as] = value;
+  }
+  if (kind === "llamacpp") {
+    // llama.cpp's own defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05) would apply
+    // to what is not sent: the platform's (1, off, 1, none) are sent instead.
+    body.temperature ??= 1;
+    body.top_p ??= 1;
+    body.top_k ??= 0;
+    body.min_p = 0;
   }
   body.stream = true;
   body.stream_options = { include_usage: true };

@@ -112,6 +112,19 @@ describe("the upstream's server-sent events", () => {
       "the llama.cpp upstream failed: out of memory",
     );
   });
+
+  it("llama.cpp's `error:` line (then [DONE]) is a failure, not an empty answer that finished", () => {
+    const parser = new UpstreamEventParser(request(), "llama.cpp");
+    expect(parser.push(event("Once"))).toEqual([{ type: "delta", index: 0, text: "Once" }]);
+    const failed =
+      'error: {"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}\n\n' +
+      "data: [DONE]\n\n";
+    expect(() => parser.push(failed)).toThrow(
+      "the llama.cpp upstream failed: the request exceeds the available context size",
+    );
+    const plain = new UpstreamEventParser(request(), "llama.cpp");
+    expect(() => plain.push("error: slot unavailable\n")).toThrow("the llama.cpp upstream failed: slot unavailable");
+  });
 });
 
 describe("the upstream's repeated delta events (parsed from their template)", () => {

@@ -528,7 +528,19 @@ export class UpstreamEventParser {
     while ((nl = buffer.indexOf("\n", start)) >= 0) {
       const line = start;
       start = nl + 1;
-      // Blank lines, comments, event names and ids carry nothing here.
+      // Blank lines, comments, event names and ids carry nothing here. llama.cpp's server sends a
+      // failure met after the headers as an `error: {json}` line (then `data: [DONE]`).
+      if (!this.sawDone && buffer.startsWith("error:", line)) {
+        const text = buffer.slice(line + 6, nl).trim();
+        let error: UpstreamChunk["error"] = text || "unknown error";
+        try {
+          const parsed = JSON.parse(text) as { message?: string; error?: UpstreamChunk["error"] };
+          error = parsed.error ?? parsed;
+        } catch {
+          // not JSON: the text is the message
+        }
+        this.chunk({ error }, out);
+      }
       if (this.sawDone || !buffer.startsWith("data:", line)) continue;
       let from = line + 5;
       if (buffer.charCodeAt(from) === 32) from++;
