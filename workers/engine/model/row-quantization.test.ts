@@ -2,14 +2,17 @@
 // rows gives each row, bit for bit, the logits the file's own nodes give it alone (int8 weights,
 // and uint8 ones with a zero point, quantizers shared by several MatMulIntegers as
 // quantize_dynamic writes them); and the check at load that the rows really are independent.
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
+import onnxProto from "onnx-proto";
 import { afterAll, describe, expect, it } from "vitest";
 import { llamaDtypesDir, llamaLayoutDir } from "../testing/models";
 import { createRunner } from "./layouts";
 import { loadModel, type LoadedModel } from "./load-model";
 import { graphBytes, neededBytes } from "./memory-check";
 import { scanOnnxOps, topologicalOrder } from "./onnx-scan";
-import { columnSums, rowsIndependent, rowWisePlan } from "./row-quantization";
+import { columnSums, rowsIndependent, rowWisePlan, tensorBytes } from "./row-quantization";
 import { createGraphSession, int64Tensor, kvTensor, newKvArray, type GraphSession, type OrtTensor } from "./session";
 
 const file = async (dtype: string) =>
@@ -194,5 +197,31 @@ describe("the check at load", () => {
     const together = createRunner({ ...asIs.info.graph, rowsInteract: false }, asIs.session, asIs.info.vocabSize);
     expect(together.layout).toBe("padded");
     expect(await rowsIndependent(together, asIs.info.vocabSize)).toBe(false);
+  });
+});
+
+describe("external data of an initializer", () => {
+  const external = (location: string, offset: number, length: number) =>
+    onnxProto.onnx.TensorProto.create({
+      name: "w",
+      dataLocation: onnxProto.onnx.TensorProto.DataLocation.EXTERNAL,
+      externalData: [
+        { key: "location", value: location },
+        { key: "offset", value: String(offset) },
+        { key: "length", value: String(length) },
+      ],
+    });
+
+  it("is read from a file of the model's own folder, within that file, and nowhere else", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "lmp-ext-"));
+    mkdirSync(path.join(dir, "onnx"));
+    writeFileSync(path.join(dir, "onnx/model.onnx_data"), Buffer.from([1, 2, 3, 4, 5, 6, 7, 8]));
+    writeFileSync(path.join(dir, "secret"), "do not read");
+    const model = path.join(dir, "onnx/model.onnx");
+    expect([...tensorBytes(model, external("model.onnx_data", 2, 4), null)()]).toEqual([3, 4, 5, 6]);
+    for (const location of ["../secret", path.join(dir, "secret"), "sub/../../secret"])
+      expect(() => tensorBytes(model, external(location, 0, 4), null)(), location).toThrow(/not in the model's folder/);
+    // A length past the file's end is refused before anything is allocated.
+    expect(() => tensorBytes(model, external("model.onnx_data", 4, 2 ** 31), null)()).toThrow(/past the end/);
   });
 });

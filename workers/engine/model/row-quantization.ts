@@ -26,7 +26,7 @@
 // ./last-token-outputs.ts); the file is not changed. Whether rows then really are independent is
 // checked at load on the model itself (rowsIndependent), and a graph that fails is served as
 // before.
-import { closeSync, openSync } from "node:fs";
+import { closeSync, fstatSync, openSync } from "node:fs";
 import path from "node:path";
 import onnxProto from "onnx-proto";
 import type { ModelRunner, PrefillState } from "./layouts/layout";
@@ -287,9 +287,21 @@ export function tensorBytes(file: string, tensor: TensorProto, inFile: TensorByt
       const length = Number(entry("length") ?? NaN);
       if (!Number.isFinite(length))
         throw new Error(`row-wise quantization: ${tensor.name} has no external data length`);
-      const fd = openSync(path.join(path.dirname(file), location), "r");
+      // A model is untrusted input (any hub repo): its external data must be a file of its own
+      // folder (never ../../auth-secret), and the bytes asked for must be in that file.
+      const dir = path.dirname(file);
+      const external = path.resolve(dir, location);
+      const inside = path.relative(dir, external);
+      if (path.isAbsolute(location) || inside === "" || inside.startsWith("..") || path.isAbsolute(inside))
+        throw new Error(
+          `row-wise quantization: ${tensor.name}'s external data (${location}) is not in the model's folder`,
+        );
+      const offset = Number(entry("offset") ?? 0);
+      const fd = openSync(external, "r");
       try {
-        return readAt(fd, Number(entry("offset") ?? 0), length);
+        if (!(offset >= 0 && length >= 0 && offset + length <= fstatSync(fd).size))
+          throw new Error(`row-wise quantization: ${tensor.name}'s external data lies past the end of ${location}`);
+        return readAt(fd, offset, length);
       } finally {
         closeSync(fd);
       }
