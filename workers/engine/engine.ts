@@ -170,7 +170,14 @@ export class Engine {
   private async createScheduler(id: string, opts: LoadModelOptions | undefined): Promise<Scheduler> {
     const [{ ModelRegistry }, { Scheduler }] = await Promise.all([import("./model/registry"), import("./scheduler")]);
     this.registry ??= new ModelRegistry();
-    const model = await this.registry.get(id, opts);
+    // What the models loaded before may still take (their budgets and prompt caches, less what
+    // they hold) is not free for this one's weights either: checked against the memory left.
+    const unclaimed = () => [...this.made].reduce((sum, other) => sum + other.unclaimedBytes(), 0);
+    const free = opts?.availableMemory ?? this.opts.availableMemory ?? availableMemoryBytes;
+    const model = await this.registry.get(id, {
+      ...opts,
+      availableMemory: opts?.availableMemory === null ? null : () => free() - unclaimed(),
+    });
     if (opts?.signal?.aborted) {
       // Cancelled while onnxruntime built its session (which cannot be stopped): not served. A
       // scheduler made now would never be closed (a new load took its place) and its budget
@@ -183,8 +190,7 @@ export class Engine {
     // What the models loaded before may still take (their budgets and prompt caches, less what
     // they hold) is not left: otherwise each model's budget counted the others' unused room, and
     // together they could come to more than the machine has.
-    let left = (this.opts.availableMemory ?? availableMemoryBytes)();
-    for (const other of this.made) left -= other.unclaimedBytes();
+    const left = (this.opts.availableMemory ?? availableMemoryBytes)() - unclaimed();
     const kvBudgetBytes = this.opts.kvBudgetBytes ?? Math.max(256 * 2 ** 20, left / 2);
     const scheduler = new Scheduler(model, { ...this.opts, kvBudgetBytes });
     this.made.add(scheduler);

@@ -63,6 +63,19 @@ describe("the default KV budgets of several models", () => {
   });
 });
 
+describe("the memory check of a second model", () => {
+  it("counts what the first may still take: its weights must fit in what that leaves", async () => {
+    const GiB = 2 ** 30;
+    // Enough for the tiny model's weights alone, not once the first's budget is set aside.
+    let free = 10 * GiB;
+    const engine = new Engine({ models: [dir], availableMemory: () => free });
+    const first = await engine.scheduler(dir, "fp32");
+    free = first.unclaimedBytes() + 2 ** 20; // 1 MiB beyond what the first may still take
+    await expect(engine.scheduler(dir, "q4")).rejects.toMatchObject({ reason: "insufficient_memory" });
+    await engine.dispose();
+  });
+});
+
 describe("a load cancelled while onnxruntime builds its session (which cannot be stopped)", () => {
   it("is not served once built, is released, and sets no budget aside for the load that replaced it", async () => {
     const GiB = 2 ** 30;
