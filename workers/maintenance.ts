@@ -3,7 +3,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
 import { sweepDeletedDatasetFiles } from "@/lib/services/datasets";
-import { applyRetention, purgeDeletedPipelines, sweepIdempotencyKeys } from "@/lib/services/maintenance";
+import {
+  applyRetention,
+  GONE_WORKER_HOURS,
+  purgeDeletedPipelines,
+  sweepGoneWorkers,
+  sweepIdempotencyKeys,
+} from "@/lib/services/maintenance";
 
 /**
  * The worker's maintenance, every `intervalSeconds` (and once at start): the samples of deleted
@@ -38,10 +44,11 @@ export function startMaintenance(o: {
       const expired = await step("retention", () => applyRetention(o.db, o.batch, signal));
       const keys = await step("idempotency keys", () => sweepIdempotencyKeys(o.db, 10 * o.batch, signal));
       const files = await step("deleted datasets' files", () => sweepDeletedDatasetFiles(o.db, o.blobs));
-      if (purged + expired + keys + files > 0) {
+      const gone = await step("gone workers", () => sweepGoneWorkers(o.db));
+      if (purged + expired + keys + files + gone > 0) {
         log(
           `[maintenance] deleted ${purged} samples of deleted pipelines, ${expired} past retention, ${keys} idempotency keys, ` +
-            `the files of ${files} deleted datasets`,
+            `the files of ${files} deleted datasets, the rows of ${gone} workers gone for ${GONE_WORKER_HOURS} h`,
         );
       }
       await sleep(o.intervalSeconds * 1000, undefined, { signal: shutdown.signal }).catch(() => {});

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { samples } from "../db/schema";
 import { startFeedWorld } from "../db/throwaway";
 import { newId } from "../ids";
-import { applyRetention, sweepIdempotencyKeys } from "./maintenance";
+import { applyRetention, sweepGoneWorkers, sweepIdempotencyKeys } from "./maintenance";
 import { createPipeline } from "./pipelines";
 import { createTeam } from "./teams";
 
@@ -29,6 +29,21 @@ describe("maintenance", () => {
       { key: string }[]
     >`select key from idempotency_keys where team_id = ${team.id} order by key`;
     expect(left.map((r) => r.key)).toEqual(["k100", "k101", "k102"]);
+  });
+
+  it("deletes the rows of workers gone for an hour, never a live one's", async () => {
+    const db = world.app.db;
+    const row = (id: string, minutesAgo: number) =>
+      sql`(${id}, 'host', 1, now() - make_interval(mins => ${minutesAgo}))`;
+    await db.execute(
+      sql`insert into workers (id, hostname, pid, heartbeat_at) values ${sql.join(
+        [row("wrk_live", 0), row("wrk_recent", 30), row("wrk_gone1", 61), row("wrk_gone2", 60 * 24)],
+        sql`, `,
+      )}`,
+    );
+    expect(await sweepGoneWorkers(db)).toBe(2);
+    const left = await world.other<{ id: string }[]>`select id from workers order by id`;
+    expect(left.map((r) => r.id)).toEqual(["wrk_live", "wrk_recent"]);
   });
 
   it("stops retention between batches once the worker stops, and takes it up at the next run", async () => {

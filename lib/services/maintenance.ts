@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { env } from "../env";
 import type { BlobStore } from "../blob";
 import type { DbOrTx } from "../db/client";
 import { notFound } from "../errors";
@@ -92,6 +93,23 @@ export async function sweepIdempotencyKeys(db: DbOrTx, batch = 10_000, signal?: 
     total += n;
     if (n < batch || signal?.aborted) return total;
   }
+}
+
+/** How long a worker's row stays after its last heartbeat (a process killed, or crashed, never deletes it). */
+export const GONE_WORKER_HOURS = 1;
+
+/**
+ * The rows of workers gone for GONE_WORKER_HOURS (a graceful stop deletes its own): a worker in a
+ * crash loop added one per start, and every routing read scanned them all. Returns how many.
+ */
+export async function sweepGoneWorkers(db: DbOrTx): Promise<number> {
+  // Never within ten heartbeats, however long the operator made them.
+  const seconds = Math.max(GONE_WORKER_HOURS * 3600, 10 * env().WORKER_HEARTBEAT_SECONDS);
+  const [{ n }] = (await db.execute<{ n: number }>(sql`
+    with gone as (
+      delete from workers where heartbeat_at < now() - make_interval(secs => ${seconds}) returning 1)
+    select count(*)::int as n from gone`)) as unknown as [{ n: number }];
+  return n;
 }
 
 /** Oldest first, `batch` samples per transaction, until none matches `condition`. */
