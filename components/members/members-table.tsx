@@ -173,7 +173,7 @@ export function MembersTable({
             <span>
               Also revoke the keys {removing.you ? "you" : "they"} made
               {removing.keys > 0 ? ` (${removing.keys} valid now)` : ""}: requests made with them get 401 at once.
-              Otherwise keys stay: they belong to the team.
+              Otherwise their model keys stay (they belong to the team); API keys go in any case.
             </span>
           </label>
         ) : null}

@@ -105,17 +105,19 @@ describe("members", () => {
 });
 
 describe("a member's keys", () => {
-  it("are counted, stay when the member is removed, and are revoked with them when asked", async () => {
+  it("are counted; removed, a member's model keys stay (their API keys do not), all go when asked", async () => {
     const team = await newTeam();
     const owner = await user(team.id, "owner");
     const [a, b] = [await user(team.id), await user(team.id)];
     for (const m of [a, a, b]) await createApiKey(h.db, { teamId: team.id, kind: "model", createdBy: m.id });
     await createApiKey(h.db, { teamId: team.id, kind: "api" }); // the CLI's: nobody's
+    // An API key b made while an owner (the row as a demotion would have left it, made directly).
+    await createApiKey(h.db, { teamId: team.id, kind: "api", createdBy: b.id });
     const keysOf = async () =>
       Object.fromEntries((await listMembers(h.db, team.id, owner.id)).map((m) => [m.userId, m.keys]));
-    expect(await keysOf()).toEqual({ [owner.id]: 0, [a.id]: 2, [b.id]: 1 });
+    expect(await keysOf()).toEqual({ [owner.id]: 0, [a.id]: 2, [b.id]: 2 });
 
-    expect(await removeMember(h.db, { teamId: team.id, userId: b.id })).toEqual({ revokedKeys: 0 });
+    expect(await removeMember(h.db, { teamId: team.id, userId: b.id })).toEqual({ revokedKeys: 1 });
     expect(await removeMember(h.db, { teamId: team.id, userId: a.id, revokeKeys: true })).toEqual({ revokedKeys: 2 });
     const valid = await world.other<{ created_by: string | null }[]>`
       select created_by from api_keys where team_id = ${team.id} and revoked_at is null order by created_by`;

@@ -126,8 +126,10 @@ export async function setMemberRole(
 /**
  * Takes a member out of the team (the team must keep an owner). Their dashboard loses the team
  * at its next request, their running playground streams end (the memberships trigger), and the
- * invite links they made stop working. The keys they made stay (keys belong to the team), unless
- * `revokeKeys`: then those still valid are revoked with it, and their running requests end.
+ * invite links they made stop working. The API keys they made are revoked, as a demotion's are
+ * (an API key can do whatever an owner can: an ex-owner's would outlive their access); their
+ * model keys stay (keys belong to the team), unless `revokeKeys`: then those are revoked with it
+ * too, and their running requests end.
  * `actorId` may remove themselves (leave) without being an owner. Returns how many were revoked.
  */
 export async function removeMember(
@@ -138,7 +140,7 @@ export async function removeMember(
   await changeMembership(db, { ...input, selfAllowed: !input.revokeKeys }, async (tx) => {
     await tx.delete(memberships).where(and(eq(memberships.teamId, input.teamId), eq(memberships.userId, input.userId)));
     await dropInvitesOf(tx, input.teamId, input.userId);
-    if (input.revokeKeys) revokedKeys = await revokeKeysOf(tx, input.teamId, input.userId);
+    revokedKeys = await revokeKeysOf(tx, input.teamId, input.userId, input.revokeKeys ? undefined : "api");
   });
   keysChanged(db, revokedKeys);
   return { revokedKeys };
