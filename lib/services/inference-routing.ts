@@ -147,8 +147,17 @@ const modelNotReady = (s: ModelState) =>
   new ApiError(503, "internal", `This deployment's model is still ${s.state}; retry shortly.`, undefined, {
     "retry-after": "5",
   });
+// A failed load is tried again by the worker a minute later (workers/model-supervisor.ts).
 const modelFailed = (s: ModelState) =>
-  new ApiError(503, "internal", `This deployment's model could not be loaded: ${s.error ?? "unknown error"}`);
+  new ApiError(
+    503,
+    "internal",
+    `This deployment's model could not be loaded: ${s.error ?? "unknown error"}`,
+    undefined,
+    {
+      "retry-after": "60",
+    },
+  );
 const modelExcluded = (key: string) =>
   new ApiError(503, "internal", unplacedMessage(key.slice(0, key.lastIndexOf("#"))));
 /** What a deployment that no live worker is set to serve says (its state's message, its requests' 503). */
@@ -172,7 +181,13 @@ export function toApiError(e: InferenceError): ApiError {
 }
 
 const unavailable = (model: string) =>
-  new ApiError(503, "internal", `No worker is serving this deployment's model (${model}) right now; retry shortly.`);
+  new ApiError(
+    503,
+    "internal",
+    `No worker is serving this deployment's model (${model}) right now; retry shortly.`,
+    undefined,
+    { "retry-after": "5" },
+  );
 
 /** A worker that has not (or no longer) got the model answers 404 with param "model". */
 const modelNotServed = (e: InferenceError) => e.status === 404 && e.param === "model";

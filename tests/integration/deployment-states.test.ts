@@ -96,6 +96,7 @@ describe("deployment states", () => {
 
     const res = await complete("no-q4");
     expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("60"); // when the worker tries the load again
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/could not be loaded/);
   }, 60_000);
 

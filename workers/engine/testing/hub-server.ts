@@ -105,7 +105,8 @@ export async function startHubServer(opts: HubServerOptions) {
     if (!repo || !dir) return fail(res, 404, "RepoNotFound");
     const token = opts.tokens?.[repo];
     if (token) {
-      if (!req.headers.authorization) return fail(res, 401);
+      // As the hub answers a gated repository's files without a token: 401, GatedRepo.
+      if (!req.headers.authorization) return fail(res, 401, "GatedRepo");
       if (req.headers.authorization !== `Bearer ${token}`) return fail(res, 403, "GatedRepo");
     }
     const revision = decodeURIComponent((tree ?? resolve)![2]);

@@ -56,6 +56,12 @@ export function hubError(hub: HubOptions, res: Response, repo: string, file?: st
     );
   if (code === "RevisionNotFound")
     return loadError("not_found", `model ${repo}: revision not found on ${hub.endpoint}`);
+  // Without a token, a gated repo answers 401 with X-Error-Code GatedRepo: the token is what is missing.
+  if (res.status === 401 && !hub.token)
+    return loadError(
+      "unauthorized",
+      `model ${repo} is gated or private (401): set HF_TOKEN to a token with access to ${page}`,
+    );
   if (code === "GatedRepo" || res.status === 403)
     return loadError(
       "forbidden",
@@ -63,12 +69,7 @@ export function hubError(hub: HubOptions, res: Response, repo: string, file?: st
         `with the account of HF_TOKEN`,
     );
   if (res.status === 401)
-    return loadError(
-      "unauthorized",
-      hub.token
-        ? `the hub refused HF_TOKEN for model ${repo} (401): check the token`
-        : `model ${repo} is gated or private (401): set HF_TOKEN to a token with access to ${page}`,
-    );
+    return loadError("unauthorized", `the hub refused HF_TOKEN for model ${repo} (401): check the token`);
   if (res.status === 404) return loadError("invalid_model", `${what} not found on ${hub.endpoint} (404)`);
   return loadError("network", `${hub.endpoint} answered ${res.status} for ${what}; retry later`);
 }
