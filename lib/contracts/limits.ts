@@ -4,7 +4,13 @@ import { z } from "zod";
  * Rate limits and quotas. Each team may override the defaults (env RATE_LIMIT_*); `null` or an
  * absent field means the default. Documented in docs/api.md ("Limits").
  */
-export const LIMIT_FIELDS = ["requestsPerMinute", "tokensPerMinute", "concurrentStreams", "datasetJobs"] as const;
+export const LIMIT_FIELDS = [
+  "requestsPerMinute",
+  "tokensPerMinute",
+  "concurrentStreams",
+  "datasetJobs",
+  "modelDeployments",
+] as const;
 export type LimitField = (typeof LIMIT_FIELDS)[number];
 
 const limit = z.number().int().min(1).max(100_000_000);
@@ -18,6 +24,8 @@ export const TeamLimitOverrides = z.strictObject({
   concurrentStreams: limit.optional(),
   /** Datasets being packaged (PROCESSING) at once, per team. */
   datasetJobs: limit.optional(),
+  /** Deployments of a model the workers load (not upstream ones) an owner may create from the dashboard, per team. */
+  modelDeployments: limit.optional(),
 });
 export type TeamLimitOverrides = z.infer<typeof TeamLimitOverrides>;
 export type TeamLimits = Required<TeamLimitOverrides>;

@@ -1,4 +1,4 @@
-import { and, asc, eq, isNull } from "drizzle-orm";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
@@ -9,7 +9,7 @@ import { DtypeChoiceSchema, type DtypeChoice } from "../contracts/models";
 import { shownUrl, UpstreamInput, type UpstreamDto } from "../contracts/upstream";
 import { seal } from "../secret-box";
 import { env } from "../env";
-import { conflict, fromZodError, notFound, unauthorized } from "../errors";
+import { ApiError, conflict, fromZodError, notFound, unauthorized } from "../errors";
 import { newId } from "../ids";
 import type { KeyPrincipal } from "./api-keys";
 import { deploymentStates } from "./deployment-state";
@@ -71,6 +71,29 @@ export async function listDeploymentDtos(db: DbOrTx, team: { id: string; slug: s
  * A local deployment (`model`: what the workers load) or, with `upstream`, one served by
  * OpenAI-compatible servers (`model` defaults to the upstream's model name; its key is sealed).
  */
+/**
+ * Deployments of a model the workers load that a team's owner may create from the dashboard (its
+ * `modelDeployments` limit): every worker downloads and loads each one (unless WORKER_SERVES
+ * places it), so one team deploying dozens of large hub models would fill every worker's disk and
+ * memory, and the other teams' models would no longer fit. Upstream deployments do not count (the
+ * workers hold nothing of them); the operator's CLI is not limited. 403 naming `model`; concurrent
+ * creations may overshoot by a few.
+ */
+export async function assertModelDeploymentQuota(db: DbOrTx, teamId: string, limit: number): Promise<void> {
+  const [row] = await db.execute<{ n: number }>(
+    sql`select count(*)::int as n from deployments where team_id = ${teamId} and upstream_urls is null`,
+  );
+  const n = row?.n ?? 0;
+  if (n >= limit)
+    throw new ApiError(
+      403,
+      "forbidden",
+      `This team already has ${n} model deployments (limit ${limit}): delete one first, or ask the operator to raise ` +
+        "the limit (npm run cli -- team:limits --model-deployments N).",
+      "model",
+    );
+}
+
 export async function createDeployment(
   db: DbOrTx,
   input: {

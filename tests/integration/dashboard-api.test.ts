@@ -341,6 +341,27 @@ describe("deployments", () => {
     expect((await as(cookie).get("/api/ui/deployments")).json).toEqual([]);
   });
 
+  it("count against the team's model deployments limit; upstream deployments do not", async () => {
+    const { cookie, team } = await newUser();
+    await setTeamLimits(db().db, { teamId: team.id, limits: { modelDeployments: 2 } });
+    for (const name of ["a", "b"])
+      expect((await as(cookie).post("/api/ui/deployments", { name, model: "org/m" })).status).toBe(201);
+    const third = await as(cookie).post("/api/ui/deployments", { name: "c", model: "org/m", dtype: "q4" });
+    expect(third.status).toBe(403);
+    expect(third.json.error).toMatchObject({
+      type: "forbidden",
+      param: "model",
+      message: expect.stringContaining("already has 2 model deployments (limit 2)"),
+    });
+    const up = await as(cookie).post("/api/ui/deployments", {
+      name: "up",
+      upstream: { kind: "vllm", urls: ["http://127.0.0.1:9"], model: "m" },
+    });
+    expect(up.status, up.text).toBe(201);
+    const names = ((await as(cookie).get("/api/ui/deployments")).json as { name: string }[]).map((d) => d.name);
+    expect(names.sort()).toEqual(["a", "b", "up"]);
+  });
+
   it("take hub ids and folders inside MODEL_FOLDERS only: no other folder of the workers' machines", async () => {
     const { cookie } = await newUser();
     const tiny = inject("tinyModel");

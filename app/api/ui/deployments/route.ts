@@ -4,8 +4,14 @@ import { isHubId } from "@/lib/contracts/models";
 import { env } from "@/lib/env";
 import { invalidRequest } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
+import { teamLimits } from "@/lib/limits";
 import { refusedUpstream } from "@/lib/net/upstream-hosts";
-import { createDeployment, listDeploymentDtos, toDeploymentDto } from "@/lib/services/deployments";
+import {
+  assertModelDeploymentQuota,
+  createDeployment,
+  listDeploymentDtos,
+  toDeploymentDto,
+} from "@/lib/services/deployments";
 import { deploymentStates } from "@/lib/services/deployment-state";
 import { otherMethods } from "@/lib/http/other-methods";
 
@@ -19,7 +25,10 @@ export const GET = sessionRoute({}, async ({ handle, session }) => listDeploymen
 export const POST = sessionRoute(
   { body: CreateDeploymentBody, role: "owner", action: "create deployments" },
   async ({ handle, session, body }) => {
-    if (body.model !== undefined) assertTeamModel(body.model, env().MODEL_FOLDERS);
+    if (body.model !== undefined) {
+      assertTeamModel(body.model, env().MODEL_FOLDERS);
+      await assertModelDeploymentQuota(handle.db, session.team.id, teamLimits(session.team).modelDeployments);
+    }
     for (const [i, url] of (body.upstream?.urls ?? []).entries()) {
       const why = await refusedUpstream(url, env().UPSTREAM_ALLOWED_HOSTS);
       if (why) throw invalidRequest(`Invalid 'upstream.urls[${i}]': ${why}.`, `upstream.urls[${i}]`);
