@@ -61,31 +61,43 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
   // Uploaded, the import runs in the worker: closing the dialog leaves it running (and polled),
   // and the button reopens it; the page shows the new samples once it ends.
   const running = importId !== null && !done && !progress.isError;
-  const reset = useCallback(() => {
-    if (done) {
-      // The new samples: the page's first render, and the table's and counts' cached queries.
-      invalidatePipeline(queryClient, pipelineId);
-      router.refresh();
-    }
+  // The new samples: the page's first render, and the table's and counts' cached queries. Once
+  // per import, whether it ended with the dialog open or in the background.
+  const shown = useRef<string | null>(null);
+  const showSamples = useCallback(() => {
+    if (!done || shown.current === importId) return;
+    shown.current = importId;
+    invalidatePipeline(queryClient, pipelineId);
+    router.refresh();
+  }, [done, importId, pipelineId, queryClient, router]);
+  const reset = () => {
     setFile(null);
     setUploaded(null);
     setImportId(null);
     setError(undefined);
-  }, [done, pipelineId, queryClient, router]);
+  };
   const close = () => {
     xhrRef.current?.abort(); // an upload still running stops: nothing is imported
     xhrRef.current = null;
     setOpen(false);
+    showSamples();
     if (!running) reset();
   };
   // An import left running in the background has ended.
   useEffect(() => {
-    if (!open && done) reset();
-  }, [open, done, reset]);
+    if (!open) showSamples();
+  }, [open, showSamples]);
   const d = progress.data;
   return (
     <>
-      <Button variant="secondary" onClick={() => setOpen(true)} data-testid="import-button">
+      <Button
+        variant="secondary"
+        onClick={() => {
+          if (done) reset(); // the last import's result was shown: a new one starts
+          setOpen(true);
+        }}
+        data-testid="import-button"
+      >
         {running ? "Importing…" : "Import JSONL"}
       </Button>
       <Dialog
