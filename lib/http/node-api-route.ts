@@ -89,13 +89,16 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         // Served through a rewrite: the public path is /v1/…, not the file's /api/v1/….
         route: pagesRoutePattern(req, req.query),
         method: req.method ?? "GET",
-        status: res.statusCode,
+        // A client that left before the answer was sent (a timed-out chat completion, an
+        // aborted import upload) is logged and counted too, as nginx does: 499.
+        status: res.writableFinished ? res.statusCode : 499,
         startedAt,
         requestId,
         teamId,
       });
     };
     res.once("finish", observe);
+    res.once("close", observe);
     const controller = abortWhenClientLeaves(res);
     let limitHeaders: Record<string, string> = {};
     try {

@@ -81,6 +81,11 @@ export async function scrapeAll(db: DbOrTx): Promise<{ text: string; contentType
     }),
   );
   const own = await m.registry.getMetricsAsJSON();
-  const merged = AggregatorRegistry.aggregate([own, ...fromWorkers.filter((x) => x.length > 0)]);
+  // Each process's series are apart already (the workers' carry their `worker` label): the
+  // metrics prom-client marks "omit" for aggregation (process_start_time_seconds, what restart
+  // detection reads) are kept rather than dropped.
+  const kept = (metrics: MetricObjectWithValues<MetricValue<string>>[]) =>
+    metrics.map((x) => (x.aggregator === "omit" ? { ...x, aggregator: "first" as const } : x));
+  const merged = AggregatorRegistry.aggregate([own, ...fromWorkers.filter((x) => x.length > 0)].map(kept));
   return { text: await merged.metrics(), contentType: merged.contentType };
 }

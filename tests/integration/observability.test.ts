@@ -3,7 +3,7 @@ import { UsageResponse } from "@/lib/contracts/usage";
 import { createApiKey } from "@/lib/services/api-keys";
 import { createDeployment } from "@/lib/services/deployments";
 import { createTeam } from "@/lib/services/teams";
-import { client, db, makeTeam } from "../helpers/context";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias } from "../helpers/deployments";
 import { family, sample, scrape } from "../helpers/metrics";
 import { ownWorld } from "../helpers/own-world";
@@ -69,6 +69,38 @@ describe("metrics", () => {
     // least 256 MiB, less what the batch's rows are planned to take): more than the 64 MiB alone.
     expect(Number(family(families, "lmp_prompt_cache_room_bytes")?.metrics[0]?.value)).toBeGreaterThan(192 * 2 ** 20);
     expect(family(families, "process_cpu_user_seconds_total")).toBeDefined();
+    // When each process started (restart detection): the app's, and each worker's under its id.
+    const started = family(families, "process_start_time_seconds")!.metrics;
+    expect(started.some((s) => !s.labels?.worker)).toBe(true);
+    expect(started.some((s) => /^wrk_/.test(s.labels?.worker ?? ""))).toBe(true);
+  });
+});
+
+describe("a request whose client leaves before the answer", () => {
+  it("is counted and logged as 499, not missed (a non-streamed completion that timed out)", async () => {
+    const team = await makeTeam();
+    const dep = await makeDeployment(team);
+    const route = { route: "/v1/chat/completions", method: "POST", status: "499" };
+    const count = async () =>
+      Number(sample(family((await scrape()).families, "http_requests_total"), route)?.value ?? 0);
+    const before = await count();
+    const leaving = new AbortController();
+    const pending = fetch(`${baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: `${team.slug}/${dep.name}`,
+        messages: [{ role: "user", content: "Tell me a long story" }],
+        max_tokens: 900,
+        logit_bias: await noEosBias(),
+      }),
+      signal: leaving.signal,
+    }).catch(() => null);
+    // Gone long before 900 tokens (any stage before the answer counts: admission, the generation).
+    await new Promise((r) => setTimeout(r, 100));
+    leaving.abort();
+    await pending;
+    await expect.poll(count, { timeout: 10_000 }).toBe(before + 1);
   });
 });
 
