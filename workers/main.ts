@@ -4,6 +4,7 @@
 // (workers/packager): claims PROCESSING rows and writes their JSONL files to the blob store; stores
 // imports (workers/importer); and runs retention and other deletions (workers/maintenance.ts).
 // Started by `npm start` next to the app (or alone: `npm run worker`).
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { blobStore } from "@/lib/blob";
 import { getDb } from "@/lib/db/client";
@@ -27,6 +28,15 @@ process.env.LMP_PROCESS ??= "worker"; // the `proc` of its log lines
 
 async function main(): Promise<void> {
   const e = env();
+  // The app and the workers share a secret (their internal API): WORKER_SECRET, or one derived
+  // from AUTH_SECRET, or DATA_DIR/auth-secret when they share DATA_DIR. A worker on another
+  // machine with none of these made a secret of its own and looked live, while every call the
+  // app sent it was refused.
+  if (!process.env.WORKER_SECRET && !process.env.AUTH_SECRET && !existsSync(path.join(e.DATA_DIR, "auth-secret")))
+    throw new Error(
+      `no secret shared with the app: set WORKER_SECRET (or AUTH_SECRET) to the app's, or give this worker the ` +
+        `app's DATA_DIR (it holds auth-secret); ${e.DATA_DIR} has none`,
+    );
   const handle = getDb();
 
   // WORKER_MODELS are always loaded; the deployments table's models as WORKER_SERVES places them.
