@@ -588,6 +588,23 @@ describe("resilience", () => {
     expect(res.json.error.message).toMatch(/inputs too long/);
   });
 
+  it("a busy server (429) sends the request to the next URL; all of them busy: 429 with Retry-After", async () => {
+    const team = await makeTeam();
+    const busy = await fake("tgi", { type: "status", status: 429, message: "Model is overloaded" });
+    const other = await fake("tgi");
+    const dep = await upstreamDeployment(team, { kind: "tgi", urls: [busy.url, other.url], model: "m" });
+    for (let i = 0; i < 4; i++) {
+      const res = await complete(dep, team.modelKey, { prompt: "Hi" });
+      expect(res.status, res.text).toBe(200);
+    }
+    expect(busy.received.length).toBeGreaterThan(0); // tried, then passed over
+    const alone = await upstreamDeployment(team, { kind: "tgi", urls: [busy.url], model: "m" });
+    const res = await complete(alone, team.modelKey, { prompt: "Hi" });
+    expect(res.status).toBe(429);
+    expect(res.json.error).toMatchObject({ type: "rate_limited", message: expect.stringMatching(/busy.*overloaded/) });
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+  });
+
   it("all URLs down: 503 in the error shape within a second; a 5xx everywhere: 502", async () => {
     const team = await makeTeam();
     const dep = await upstreamDeployment(team, {

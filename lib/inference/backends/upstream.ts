@@ -200,6 +200,7 @@ export async function openUpstream(
   const backend = BACKEND_LABEL[target.kind];
   const avoidMs = env().UPSTREAM_AVOID_MS;
   let answered5xx: UpstreamStatusError | undefined;
+  let busy: UpstreamStatusError | undefined;
   let lastError: Error | undefined;
   for (const url of tryOrder(target.urls, target.teamId)) {
     inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
@@ -210,13 +211,16 @@ export async function openUpstream(
       settled(url);
       if (call.signal?.aborted) throw abortedError(call.signal);
       counted(url, outcomeOf(e));
-      if (e instanceof UpstreamStatusError && e.status < 500)
+      // A 429 says that server is busy (TGI's full queue), not that the request is wrong: the next
+      // URL may take it. Any other 4xx is the request's own.
+      if (e instanceof UpstreamStatusError && e.status < 500 && e.status !== 429)
         throw new ApiError(
           e.status,
           relayedType(e.status),
           `The ${backend} upstream answered ${e.status}: ${e.message}`,
         );
-      if (e instanceof UpstreamStatusError) answered5xx = e;
+      if (e instanceof UpstreamStatusError && e.status === 429) busy = e;
+      else if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
       avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
       logger().warn({ upstream: shownUrl(url), err: e }, "upstream failed before answering");
@@ -240,6 +244,14 @@ export async function openUpstream(
       502,
       "internal",
       `Every ${backend} upstream of this deployment failed; the last answered ${answered5xx.status}: ${answered5xx.message}`,
+    );
+  if (busy)
+    throw new ApiError(
+      429,
+      "rate_limited",
+      `Every ${backend} upstream of this deployment is busy (429: ${busy.message}); retry shortly.`,
+      undefined,
+      { "retry-after": String(Math.ceil(avoidMs / 1000)) },
     );
   throw new ApiError(
     503,
