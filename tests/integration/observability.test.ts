@@ -80,17 +80,17 @@ describe("a request whose client leaves before the answer", () => {
   it("is counted and logged as 499, not missed (a non-streamed completion that timed out)", async () => {
     const team = await makeTeam();
     const dep = await makeDeployment(team);
-    const route = { route: "/v1/chat/completions", method: "POST", status: "499" };
+    const route = { route: "/v1/completions", method: "POST", status: "499" };
     const count = async () =>
       Number(sample(family((await scrape()).families, "http_requests_total"), route)?.value ?? 0);
     const before = await count();
     const leaving = new AbortController();
-    const pending = fetch(`${baseUrl}/v1/chat/completions`, {
+    const pending = fetch(`${baseUrl}/v1/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
       body: JSON.stringify({
         model: `${team.slug}/${dep.name}`,
-        messages: [{ role: "user", content: "Tell me a long story" }],
+        prompt: "Once upon a time",
         max_tokens: 900,
         logit_bias: await noEosBias(),
       }),
