@@ -98,7 +98,7 @@ describe("prefill and decode", () => {
     const running = Array.from({ length: 4 }, (_, i) =>
       engine.generate({ prompt: `Row ${i}`, max_tokens: 900, seed: i, logit_bias: noEos }),
     );
-    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(4);
+    await expect.poll(() => scheduler.stats().running, { interval: 1, timeout: 30_000 }).toBe(4);
     for (let probe = 0; probe < 8; probe++) {
       // Several decode steps after the last probe's prefill, at a different point each time.
       await new Promise((r) => setTimeout(r, 15 + probe * 3));
@@ -132,7 +132,7 @@ describe("steps of several passes", () => {
     const running = Array.from({ length: 6 }, (_, i) =>
       engine.generate({ prompt: `Row ${i}`, max_tokens: 400, seed: i, logit_bias: noEos }),
     );
-    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(6);
+    await expect.poll(() => scheduler.stats().running, { interval: 1, timeout: 30_000 }).toBe(6);
     const solo = await new Engine({ models: [await llamaDtypesDir()], loadOptions }).generate({
       prompt: "Hello there",
       max_tokens: 3,
@@ -252,7 +252,7 @@ describe("fair sharing between tenants", () => {
       engine.generate({ prompt: `Flood ${i}`, max_tokens: 60, n: 16, seed: i, logit_bias: noEos, tenant: "team-a" }),
     );
     // The first flood request now runs 16 sequences; three more wait behind it.
-    await expect.poll(() => scheduler.stats().running, { interval: 5 }).toBe(16);
+    await expect.poll(() => scheduler.stats().running, { interval: 5, timeout: 30_000 }).toBe(16);
     const submittedAt = m.stats.forwardCalls;
     let firstTokenAt = -1;
     const events = await engine.start({ prompt: "Hello", max_tokens: 3, temperature: 0, tenant: "team-b" });
@@ -276,7 +276,7 @@ describe("fair sharing between tenants", () => {
       engine.generate({ prompt: name, max_tokens, n, seed: 1, logit_bias: noEos, tenant }).then(() => order.push(name));
     // Team A: two requests of 8 sequences fill the batch, a third waits.
     const a = [gen("team-a", "a1", 10, 8), gen("team-a", "a2", 80, 8)];
-    await expect.poll(() => scheduler.stats().running, { interval: 5 }).toBe(16);
+    await expect.poll(() => scheduler.stats().running, { interval: 5, timeout: 30_000 }).toBe(16);
     a.push(gen("team-a", "a3", 10, 8));
     // Team B's one long sequence joins the full batch.
     const b = gen("team-b", "b", 160, 1);
@@ -310,7 +310,7 @@ describe("fair sharing between tenants", () => {
     const m = scheduler.model;
     const noEos = { [String(m.info.eosTokenIds[0])]: -100 };
     const running = engine.generate({ prompt: "Flood", max_tokens: 150, seed: 1, logit_bias: noEos, tenant: "team-a" });
-    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(1);
+    await expect.poll(() => scheduler.stats().running, { interval: 1, timeout: 30_000 }).toBe(1);
     return { engine, scheduler, m, running };
   }
 
@@ -335,7 +335,7 @@ describe("fair sharing between tenants", () => {
           }
         return text;
       });
-    await expect.poll(() => scheduler.stats().prefilling, { interval: 1 }).toBe(1);
+    await expect.poll(() => scheduler.stats().prefilling, { interval: 1, timeout: 30_000 }).toBe(1);
     const submittedAt = m.stats.forwardCalls;
     let firstTokenAt = -1;
     for await (const e of await engine.start({ prompt: "Hello", max_tokens: 2, temperature: 0, tenant: "team-b" }))
@@ -358,7 +358,7 @@ describe("fair sharing between tenants", () => {
         return null;
       })
       .catch((e: { usage?: unknown }) => e.usage);
-    await expect.poll(() => scheduler.stats().prefilling, { interval: 1 }).toBe(1);
+    await expect.poll(() => scheduler.stats().prefilling, { interval: 1, timeout: 30_000 }).toBe(1);
     // Team B's long prompt parks team A's for its own ~12 passes of 2 tokens.
     const submittedAt = m.stats.forwardCalls;
     const newcomer = engine.generate({
@@ -367,7 +367,9 @@ describe("fair sharing between tenants", () => {
       temperature: 0,
       tenant: "team-b",
     });
-    await expect.poll(() => m.stats.forwardCalls - submittedAt, { interval: 1 }).toBeGreaterThanOrEqual(3);
+    await expect
+      .poll(() => m.stats.forwardCalls - submittedAt, { interval: 1, timeout: 30_000 })
+      .toBeGreaterThanOrEqual(3);
     expect(scheduler.stats()).toMatchObject({ queued: 1, prefilling: 1 }); // A's parked, B's prefilling
     left.abort();
     expect(await long).toEqual({
