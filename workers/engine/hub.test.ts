@@ -2,7 +2,17 @@
 // progress, cache reuse, the token sent to the endpoint only, classified errors, and downloads
 // that recover from interruptions without ever using a truncated file.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { mkdir, mkdtemp } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -21,7 +31,7 @@ let tiny: string;
 beforeAll(async () => {
   tiny = await cachedTinyModel({ family: "llama", dtypes: ["fp32", "q4"] });
   server = await startHubServer({
-    repos: { "org/tiny": tiny, "org/private": tiny, "org/random-llama": await llamaModelDir() },
+    repos: { "org/tiny": tiny, "org/moving": tiny, "org/private": tiny, "org/random-llama": await llamaModelDir() },
     tokens: { "org/private": "hf_secret" },
     cdn: true,
     pageSize: 4,
@@ -53,7 +63,7 @@ describe("hub downloads", () => {
     const events: LoadProgress[] = [];
     const m = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir), onProgress: (p) => events.push(p) });
     expect(m.info.dtype).toBe("q4");
-    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    const dir = snapshotDir(cacheDir, "org/tiny", server.commit("org/tiny"));
     expect(m.dir).toBe(dir);
     expect(existsSync(path.join(dir, "onnx/model_q4.onnx"))).toBe(true);
     expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false); // other dtypes are not fetched
@@ -123,6 +133,63 @@ describe("hub downloads", () => {
     expect(since(before)).toEqual([]);
   });
 
+  it("keeps the cache by commit: a branch that moved on is never mixed with the files before, unchanged files are linked", async () => {
+    const cacheDir = await newCache();
+    const first = server.commit("org/moving");
+    const a = await load("org/moving", { dtype: "q4", hub: hub(cacheDir) });
+    expect(a.dir).toBe(snapshotDir(cacheDir, "org/moving", first));
+    await a.dispose();
+    // main moves on: its tokenizer_config.json changes, at the same size.
+    const next = await mkdtemp(path.join(os.tmpdir(), "lmp-hub-next-"));
+    cpSync(tiny, next, { recursive: true });
+    const text = readFileSync(path.join(tiny, "tokenizer_config.json"), "utf8");
+    const changed = text.replace(
+      /("model_max_length":\s*)(\d+)/,
+      (_, key: string, n: string) => key + (String(Number(n) - 1).length === n.length ? Number(n) - 1 : Number(n) + 1),
+    );
+    expect(changed.length).toBe(text.length);
+    expect(changed).not.toBe(text);
+    writeFileSync(path.join(next, "tokenizer_config.json"), changed);
+    const second = server.push("org/moving", next);
+    expect(second).not.toBe(first);
+
+    // What is cached is served as it is, without a request.
+    const before = server.requests.length;
+    await (await load("org/moving", { dtype: "q4", hub: hub(cacheDir) })).dispose();
+    expect(since(before)).toEqual([]);
+    // Another dtype comes whole from the new commit (before: the first commit's tokenizer_config.json,
+    // same size, was kept next to the new graph).
+    const b = await load("org/moving", { dtype: "fp32", hub: hub(cacheDir) });
+    expect(b.dir).toBe(snapshotDir(cacheDir, "org/moving", second));
+    for (const f of ["config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model.onnx"])
+      expect(readFileSync(path.join(b.dir, f)).equals(readFileSync(path.join(next, f))), f).toBe(true);
+    await b.dispose();
+    // Only what changed, and the new graph, were downloaded; the rest is the first commit's files, linked.
+    const downloaded = since(before)
+      .filter((r) => r.origin === "hub" && r.path.includes("/resolve/"))
+      .map((r) => r.path.split("/").slice(5).join("/"));
+    expect(downloaded.sort()).toEqual(["onnx/model.onnx", "tokenizer_config.json"]);
+    expect(statSync(path.join(b.dir, "tokenizer.json")).ino).toBe(statSync(path.join(a.dir, "tokenizer.json")).ino);
+    // The first commit stays loadable by its sha, from the cache.
+    const pinned = await load(`org/moving@${first}`, { dtype: "q4", hub: hub(cacheDir) });
+    expect(pinned.dir).toBe(a.dir);
+    await pinned.dispose();
+  });
+
+  it("still uses a cache from before snapshots by commit (models--org--name/<revision>)", async () => {
+    const cacheDir = await newCache();
+    const m = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir) });
+    await m.dispose();
+    const legacy = path.join(cacheDir, "models--org--tiny", "main");
+    renameSync(m.dir, legacy);
+    rmSync(path.join(cacheDir, "models--org--tiny", "refs"), { recursive: true });
+    const before = server.requests.length;
+    const again = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir) });
+    expect(again.dir).toBe(legacy);
+    expect(since(before)).toEqual([]);
+    await again.dispose();
+  });
+
   it("auto picks among the repository's files, and external data comes along", async () => {
     const cacheDir = await newCache();
     const m = await load("org/random-llama", { dtype: "fp16", hub: hub(cacheDir) });
@@ -150,7 +217,7 @@ describe("hub downloads", () => {
     const sent = since(before);
     expect(sent.filter((r) => r.origin === "hub").every((r) => r.authorization === "Bearer hf_secret")).toBe(true);
     expect(sent.filter((r) => r.origin === "cdn").map((r) => [r.path, r.authorization])).toEqual([
-      ["/blob/org%2Fprivate/onnx%2Fmodel_q4.onnx", undefined],
+      [`/blob/org%2Fprivate/${server.commit("org/private")}/onnx%2Fmodel_q4.onnx`, undefined],
     ]);
   });
 
@@ -190,7 +257,7 @@ describe("hub downloads", () => {
       reason: "network",
       message: expect.stringContaining("does not match its sha256 digest"),
     });
-    const dir = snapshotDir(other, "org/tiny", "main");
+    const dir = snapshotDir(other, "org/tiny", server.commit("org/tiny"));
     expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false);
     expect(existsSync(path.join(dir, "onnx/model.onnx.incomplete"))).toBe(false);
   });
@@ -208,7 +275,7 @@ describe("hub downloads", () => {
       },
     });
     await expect(first).rejects.toMatchObject({ reason: "cancelled" });
-    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    const dir = snapshotDir(cacheDir, "org/tiny", server.commit("org/tiny"));
     expect(existsSync(path.join(dir, "onnx/model.onnx"))).toBe(false);
     const kept = readFileSync(path.join(dir, "onnx/model.onnx.incomplete")).length;
     expect(kept).toBeGreaterThan(0);
@@ -280,7 +347,7 @@ describe("hub downloads", () => {
     }
     const fetched = since(before).filter((r) => r.origin === "cdn" && r.path.endsWith("model.onnx"));
     expect(fetched.map((r) => r.range)).toEqual([undefined]); // once, whole, by one of them
-    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    const dir = snapshotDir(cacheDir, "org/tiny", server.commit("org/tiny"));
     expect(
       readFileSync(path.join(dir, "onnx/model.onnx")).equals(readFileSync(path.join(tiny, "onnx/model.onnx"))),
     ).toBe(true);
@@ -289,7 +356,7 @@ describe("hub downloads", () => {
 
   it("a lock left by a process that is gone, or by an earlier one with our pid, does not hold a download back", async () => {
     const cacheDir = await newCache();
-    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    const dir = snapshotDir(cacheDir, "org/tiny", server.commit("org/tiny"));
     await mkdir(path.join(dir, "onnx"), { recursive: true });
     const gone = spawnSync(process.execPath, ["-e", "process.pid"]).pid!;
     writeFileSync(path.join(dir, "onnx/model.onnx.lock"), JSON.stringify({ pid: gone, host: os.hostname() }));
@@ -300,7 +367,7 @@ describe("hub downloads", () => {
 
     // A restarted container's worker often gets the pid of the one that left the lock.
     const again = await newCache();
-    const dir2 = snapshotDir(again, "org/tiny", "main");
+    const dir2 = snapshotDir(again, "org/tiny", server.commit("org/tiny"));
     await mkdir(path.join(dir2, "onnx"), { recursive: true });
     writeFileSync(path.join(dir2, "onnx/model.onnx.lock"), JSON.stringify({ pid: process.pid, host: os.hostname() }));
     const t = performance.now();
@@ -310,7 +377,7 @@ describe("hub downloads", () => {
 
   it("a full disk is reported as disk_full", async () => {
     const cacheDir = await newCache();
-    const dir = snapshotDir(cacheDir, "org/tiny", "main");
+    const dir = snapshotDir(cacheDir, "org/tiny", server.commit("org/tiny"));
     await mkdir(path.join(dir, "onnx"), { recursive: true });
     symlinkSync("/dev/full", path.join(dir, "onnx/model_q4.onnx.incomplete")); // every write fails with ENOSPC
     await expect(load("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).rejects.toMatchObject({

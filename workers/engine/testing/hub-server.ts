@@ -1,6 +1,9 @@
 // A local stand-in for the Hugging Face hub (tests have no network): serves model folders as
-// repositories at /{org}/{name}/resolve/{revision}/{file} (Range requests included) and lists
-// them at /api/models/{org}/{name}/tree/{revision}, with the hub's error codes. Large files can be
+// repositories at /{org}/{name}/resolve/{revision}/{file} (Range requests included), lists
+// them at /api/models/{org}/{name}/tree/{revision} and names a revision's commit at
+// /api/models/{org}/{name}/revision/{revision}, with the hub's error codes. The one branch is
+// `main`; pointing a repository at another folder (`push`) is a new commit, and the earlier
+// commits stay readable by their sha. Large files can be
 // redirected to a second origin (a CDN), cut off mid-body, slowed down or corrupted.
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -47,7 +50,31 @@ function listFolder(dir: string, prefix = ""): string[] {
   );
 }
 
+/** A folder's commit id: a digest of its files' paths and contents. */
+const commitIds = new Map<string, string>();
+function commitOf(dir: string): string {
+  let sha = commitIds.get(dir);
+  if (!sha) {
+    const h = createHash("sha1");
+    for (const f of listFolder(dir).sort()) h.update(`${f}\0`).update(readFileSync(path.join(dir, f)));
+    sha = h.digest("hex");
+    commitIds.set(dir, sha);
+  }
+  return sha;
+}
+
 export async function startHubServer(opts: HubServerOptions) {
+  const repos = { ...opts.repos };
+  /** "org/name@sha" → folder, for every commit `main` has named. */
+  const commits = new Map<string, string>();
+  const head = (repo: string) => {
+    const dir = repos[repo];
+    if (!dir) return null;
+    const sha = commitOf(dir);
+    commits.set(`${repo}@${sha}`, dir);
+    return { sha, dir };
+  };
+  for (const repo of Object.keys(repos)) head(repo);
   const requests: RecordedRequest[] = [];
   const faults: Fault[] = [];
   let cdnUrl = "";
@@ -99,18 +126,23 @@ export async function startHubServer(opts: HubServerOptions) {
       range: req.headers.range,
     });
     const tree = /^\/api\/models\/([^/]+\/[^/]+)\/tree\/([^/]+)$/.exec(url.pathname);
+    const revisionInfo = /^\/api\/models\/([^/]+\/[^/]+)\/revision\/([^/]+)$/.exec(url.pathname);
     const resolve = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname);
-    const repo = tree?.[1] ?? resolve?.[1];
-    const dir = repo ? opts.repos[repo] : undefined;
-    if (!repo || !dir) return fail(res, 404, "RepoNotFound");
+    const repo = tree?.[1] ?? revisionInfo?.[1] ?? resolve?.[1];
+    if (!repo || !repos[repo]) return fail(res, 404, "RepoNotFound");
     const token = opts.tokens?.[repo];
     if (token) {
       // As the hub answers a gated repository's files without a token: 401, GatedRepo.
       if (!req.headers.authorization) return fail(res, 401, "GatedRepo");
       if (req.headers.authorization !== `Bearer ${token}`) return fail(res, 403, "GatedRepo");
     }
-    const revision = decodeURIComponent((tree ?? resolve)![2]);
-    if (revision !== "main") return fail(res, 404, "RevisionNotFound");
+    const revision = decodeURIComponent((tree ?? revisionInfo ?? resolve)![2]);
+    const main = head(repo)!;
+    const sha = revision === "main" ? main.sha : revision;
+    const dir = commits.get(`${repo}@${sha}`);
+    if (!dir) return fail(res, 404, "RevisionNotFound");
+    if (revisionInfo)
+      return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id: repo, sha }));
     if (tree) {
       const files = listFolder(dir).sort();
       const entries = files.map((f) => {
@@ -136,7 +168,7 @@ export async function startHubServer(opts: HubServerOptions) {
     if (file.includes("..") || !statSync(full, { throwIfNoEntry: false })?.isFile())
       return fail(res, 404, "EntryNotFound");
     if (opts.cdn && isLfs(file)) {
-      const location = `${cdnUrl}/blob/${encodeURIComponent(repo)}/${encodeURIComponent(file)}`;
+      const location = `${cdnUrl}/blob/${encodeURIComponent(repo)}/${sha}/${encodeURIComponent(file)}`;
       return res.writeHead(302, { location }).end();
     }
     serveFile(req, res, full, file);
@@ -151,10 +183,10 @@ export async function startHubServer(opts: HubServerOptions) {
       authorization: req.headers.authorization,
       range: req.headers.range,
     });
-    const m = /^\/blob\/([^/]+)\/([^/]+)$/.exec(url.pathname);
+    const m = /^\/blob\/([^/]+)\/([0-9a-f]{40})\/([^/]+)$/.exec(url.pathname);
     const repo = m ? decodeURIComponent(m[1]) : "";
-    const file = m ? decodeURIComponent(m[2]) : "";
-    const dir = opts.repos[repo];
+    const file = m ? decodeURIComponent(m[3]) : "";
+    const dir = m ? commits.get(`${repo}@${m[2]}`) : undefined;
     if (!dir) return fail(res, 404);
     serveFile(req, res, path.join(dir, file), file);
   });
@@ -171,6 +203,13 @@ export async function startHubServer(opts: HubServerOptions) {
     /** Makes the next `times` responses for `file` misbehave. */
     fault: (f: Fault) => faults.push(f),
     clearFaults: () => faults.splice(0),
+    /** The commit `main` of `repo` names now. */
+    commit: (repo: string) => head(repo)!.sha,
+    /** A new commit on `main`: the repository's files are now those of `dir`. */
+    push: (repo: string, dir: string) => {
+      repos[repo] = dir;
+      return head(repo)!.sha;
+    },
     close: async () => {
       hub.closeAllConnections();
       cdn.closeAllConnections();

@@ -1,15 +1,25 @@
 // Hub ids: the files a model needs for one dtype, downloaded into the cache (DATA_DIR/hub) with
-// progress, and reused as they are on the next start (no request at all) or when offline.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+// progress, and reused as they are on the next start (no request at all) or when offline. The
+// cache is kept by commit (models--org--name/snapshots/<commit>, refs/<revision> naming it), so
+// the files of one load always come from one commit.
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { copyFile, link, mkdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { loadError } from "../../errors";
 import type { Dtype, DtypeChoice } from "../dtypes";
 import { chooseGraph, REQUIRED_FILES } from "../model-folder";
 import type { FileProgress, LoadProgress } from "../progress";
 import { downloadFile } from "./download-file";
-import { listRepoFiles } from "./hub-client";
-import { hubOptionsFromEnv, parseHubId, snapshotDir, type HubOptions } from "./hub-config";
+import { listRepoFiles, resolveCommit, type RepoFile } from "./hub-client";
+import {
+  hubOptionsFromEnv,
+  legacySnapshotDir,
+  parseHubId,
+  refFile,
+  repoCacheDir,
+  snapshotDir,
+  type HubOptions,
+} from "./hub-config";
 
 const OPTIONAL_FILES = [
   "generation_config.json",
@@ -31,7 +41,11 @@ export interface DownloadOptions {
 interface Marker {
   dtype: Dtype;
   files: string[];
+  /** Each file's digest as the listing gave it ("sha256:…", "git-sha1:…"): a later commit with the same file reuses it. */
+  digests?: Record<string, string>;
 }
+
+const digestOf = (f: RepoFile) => (f.digest ? `${f.digest.algorithm}:${f.digest.hex}` : null);
 
 /** Downloads (or finds in the cache) what `id` needs for `dtype`; returns the local folder and dtype. */
 export async function downloadModel(id: string, opts: DownloadOptions): Promise<{ dir: string; dtype: Dtype }> {
@@ -43,19 +57,37 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
       `model folder not found: ${path.resolve(id)} (and ${id} is not a hub id like org/name)`,
     );
   const { repo, revision } = parsed;
-  const dir = snapshotDir(hub.cacheDir, repo, revision);
-  const markerFile = path.join(dir, `.complete-${opts.tokenizerOnly ? "tokenizer" : opts.dtype}.json`);
-  const cached = readMarker(markerFile, dir) ?? (opts.tokenizerOnly ? anyDownload(dir) : null);
-  if (cached) return { dir, dtype: cached.dtype };
+  const markerName = `.complete-${opts.tokenizerOnly ? "tokenizer" : opts.dtype}.json`;
+  const cachedIn = (dir: string) =>
+    readMarker(path.join(dir, markerName), dir) ?? (opts.tokenizerOnly ? anyDownload(dir) : null);
+  // Cached: the commit the revision named when it was downloaded (no request), or a cache from
+  // before snapshots by commit.
+  const pinned = readRef(refFile(hub.cacheDir, repo, revision));
+  for (const dir of [
+    ...(pinned ? [snapshotDir(hub.cacheDir, repo, pinned)] : []),
+    legacySnapshotDir(hub.cacheDir, repo, revision),
+  ]) {
+    const cached = cachedIn(dir);
+    if (cached) return { dir, dtype: cached.dtype };
+  }
   if (hub.offline)
     throw loadError(
       "offline",
-      `HF_HUB_OFFLINE is set and model ${id} (dtype ${opts.dtype}) is not in the cache (${dir}); ` +
-        `unset HF_HUB_OFFLINE to download it`,
+      `HF_HUB_OFFLINE is set and model ${id} (dtype ${opts.dtype}) is not in the cache ` +
+        `(${repoCacheDir(hub.cacheDir, repo)}); unset HF_HUB_OFFLINE to download it`,
     );
 
   opts.onProgress?.({ state: "resolving", id });
-  const listing = await listRepoFiles(hub, repo, revision, opts.signal);
+  // Every file comes from the commit the revision names now: a branch that moves on between two
+  // downloads (a second dtype, a resumed one) never mixes the files of two commits.
+  const commit = await resolveCommit(hub, repo, revision, opts.signal);
+  const dir = snapshotDir(hub.cacheDir, repo, commit);
+  const done = cachedIn(dir);
+  if (done) {
+    await writeRef(refFile(hub.cacheDir, repo, revision), commit);
+    return { dir, dtype: done.dtype };
+  }
+  const listing = await listRepoFiles(hub, repo, commit, opts.signal);
   const byPath = new Map(listing.map((f) => [f.path, f]));
   const missing = REQUIRED_FILES.filter((f) => !byPath.has(f));
   if (missing.length)
@@ -63,8 +95,12 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
       "invalid_model",
       `model ${id} on ${hub.endpoint} has no ${missing.join(", ")}: not a transformers.js model repository`,
     );
-  const fetchOne = (file: string, onBytes: (n: number) => void) =>
-    downloadFile(hub, repo, revision, byPath.get(file)!, dir, { signal: opts.signal, onBytes });
+  const reusable = reusableFiles(repoCacheDir(hub.cacheDir, repo), dir);
+  const fetchOne = async (file: string, onBytes: (n: number) => void) => {
+    const f = byPath.get(file)!;
+    if (await reuse(reusable, f, path.join(dir, file))) return onBytes(f.size);
+    await downloadFile(hub, repo, commit, f, dir, { signal: opts.signal, onBytes });
+  };
   // config.json first: `auto` may follow its transformers.js_config.dtype.
   await fetchOne("config.json", () => {});
   const config = JSON.parse(readFileSync(path.join(dir, "config.json"), "utf8")) as Record<string, unknown>;
@@ -103,8 +139,12 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     });
     report(p, true);
   }
-  const marker: Marker = { dtype: choice.dtype, files: wanted };
-  await writeFile(markerFile, JSON.stringify(marker));
+  const digests = Object.fromEntries(
+    wanted.flatMap((f) => (digestOf(byPath.get(f)!) ? [[f, digestOf(byPath.get(f)!)!]] : [])),
+  );
+  const marker: Marker = { dtype: choice.dtype, files: wanted, digests };
+  await writeFile(path.join(dir, markerName), JSON.stringify(marker));
+  await writeRef(refFile(hub.cacheDir, repo, revision), commit);
   return { dir, dtype: choice.dtype };
 }
 
@@ -131,4 +171,78 @@ function readMarker(file: string, dir: string): Marker | null {
   } catch {
     return null;
   }
+}
+
+/** The commit a revision was downloaded at, or null. */
+function readRef(file: string): string | null {
+  try {
+    const sha = readFileSync(file, "utf8").trim();
+    return /^[0-9a-f]{40}$/.test(sha) ? sha : null;
+  } catch {
+    return null;
+  }
+}
+
+async function writeRef(file: string, commit: string) {
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  await writeFile(tmp, commit);
+  await rename(tmp, file);
+}
+
+/** Complete files of the repository's other snapshots, by digest (from their markers). */
+function reusableFiles(repoDir: string, except: string): Map<string, string> {
+  const found = new Map<string, string>();
+  const snapshots = path.join(repoDir, "snapshots");
+  let dirs: string[] = [];
+  try {
+    dirs = readdirSync(snapshots).map((d) => path.join(snapshots, d));
+  } catch {
+    // no other snapshot
+  }
+  for (const dir of [...dirs, ...legacyDirs(repoDir)]) {
+    if (dir === except) continue;
+    for (const name of safeReaddir(dir)) {
+      if (!/^\.complete-.+\.json$/.test(name)) continue;
+      const m = readMarker(path.join(dir, name), dir);
+      for (const [file, digest] of Object.entries(m?.digests ?? {})) found.set(digest, path.join(dir, file));
+    }
+  }
+  return found;
+}
+
+const safeReaddir = (dir: string) => {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+};
+
+/** Snapshots from before the by-commit layout: models--org--name/<revision>. */
+const legacyDirs = (repoDir: string) =>
+  safeReaddir(repoDir)
+    .filter((d) => d !== "snapshots" && d !== "refs")
+    .map((d) => path.join(repoDir, d));
+
+/**
+ * A file another commit of the repository has with the same digest (a new commit that changed
+ * the README, not the weights) is linked into this snapshot, not downloaded again. Snapshot files
+ * are never written in place (a download renames its finished file), so a hard link is safe.
+ */
+async function reuse(reusable: Map<string, string>, file: RepoFile, target: string): Promise<boolean> {
+  const digest = digestOf(file);
+  const source = digest ? reusable.get(digest) : undefined;
+  if (!source || statSync(source, { throwIfNoEntry: false })?.size !== file.size) return false;
+  if (existsSync(target) && statSync(target).size === file.size) return true;
+  await mkdir(path.dirname(target), { recursive: true });
+  const tmp = `${target}.${process.pid}.link`;
+  await rm(tmp, { force: true });
+  try {
+    await link(source, tmp);
+  } catch {
+    await copyFile(source, tmp); // another file system, or one without hard links
+  }
+  await rename(tmp, target);
+  return true;
 }

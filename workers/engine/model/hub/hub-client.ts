@@ -74,6 +74,24 @@ export function hubError(hub: HubOptions, res: Response, repo: string, file?: st
   return loadError("network", `${hub.endpoint} answered ${res.status} for ${what}; retry later`);
 }
 
+/**
+ * The commit a revision (a branch, a tag, or a commit) names now (GET /api/models/{repo}/revision/{revision},
+ * as huggingface_hub's snapshot_download asks): downloads then read that commit only.
+ */
+export async function resolveCommit(hub: HubOptions, repo: string, revision: string, signal?: AbortSignal) {
+  const res = await hubFetch(hub, `${hub.endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}`, {
+    signal,
+  });
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw hubError(hub, res, repo);
+  }
+  const sha = ((await res.json().catch(() => null)) as { sha?: unknown } | null)?.sha;
+  if (typeof sha !== "string" || !/^[0-9a-f]{40}$/.test(sha))
+    throw loadError("network", `${hub.endpoint} named no commit for revision ${revision} of model ${repo}`);
+  return sha;
+}
+
 /** Every file of a revision, with sizes and digests (GET /api/models/{repo}/tree/{revision}). */
 export async function listRepoFiles(hub: HubOptions, repo: string, revision: string, signal?: AbortSignal) {
   const files: RepoFile[] = [];

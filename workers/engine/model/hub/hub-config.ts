@@ -33,7 +33,21 @@ export function parseHubId(spec: string): { repo: string; revision: string } | n
   return { repo, revision };
 }
 
-/** Where a repository's revision is cached: <cacheDir>/models--org--name/<revision>. */
-export function snapshotDir(cacheDir: string, repo: string, revision: string): string {
-  return path.join(cacheDir, `models--${repo.replace("/", "--")}`, encodeURIComponent(revision));
-}
+/** Everything cached of one repository: <cacheDir>/models--org--name. */
+export const repoCacheDir = (cacheDir: string, repo: string) =>
+  path.join(cacheDir, `models--${repo.replace("/", "--")}`);
+
+/**
+ * Where one commit of a repository is cached: <cacheDir>/models--org--name/snapshots/<commit>. A
+ * snapshot holds the files of that commit only, so a branch that moves never mixes two commits.
+ */
+export const snapshotDir = (cacheDir: string, repo: string, commit: string) =>
+  path.join(repoCacheDir(cacheDir, repo), "snapshots", commit);
+
+/** The commit a revision (branch, tag) named when it was last downloaded: models--org--name/refs/<revision>. */
+export const refFile = (cacheDir: string, repo: string, revision: string) =>
+  path.join(repoCacheDir(cacheDir, repo), "refs", encodeURIComponent(revision));
+
+/** Before snapshots by commit, a revision's files went to models--org--name/<revision>: still read. */
+export const legacySnapshotDir = (cacheDir: string, repo: string, revision: string) =>
+  path.join(repoCacheDir(cacheDir, repo), encodeURIComponent(revision));
