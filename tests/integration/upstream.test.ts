@@ -605,6 +605,26 @@ describe("resilience", () => {
     expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
   });
 
+  it("a server without the model (404: an Ollama that has not pulled it) sends the request to the next URL", async () => {
+    const team = await makeTeam();
+    const missing = await fake("ollama", {
+      type: "status",
+      status: 404,
+      message: 'model "m" not found, try pulling it first',
+    });
+    const other = await fake("ollama");
+    const dep = await upstreamDeployment(team, { kind: "ollama", urls: [missing.url, other.url], model: "m" });
+    for (let i = 0; i < 4; i++) {
+      const res = await complete(dep, team.modelKey, { prompt: "Hi" });
+      expect(res.status, res.text).toBe(200); // before: the 404 whenever the request landed on `missing`
+    }
+    expect(missing.received.length).toBeGreaterThan(0); // tried, then passed over
+    const alone = await upstreamDeployment(team, { kind: "ollama", urls: [missing.url], model: "m" });
+    const res = await complete(alone, team.modelKey, { prompt: "Hi" });
+    expect(res.status).toBe(404);
+    expect(res.json.error).toMatchObject({ type: "not_found", message: expect.stringMatching(/try pulling it first/) });
+  });
+
   it("all URLs down: 503 in the error shape within a second; a 5xx everywhere: 502", async () => {
     const team = await makeTeam();
     const dep = await upstreamDeployment(team, {

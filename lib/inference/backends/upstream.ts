@@ -184,6 +184,9 @@ const relayedType = (status: number): ErrorType =>
     }) as Record<number, ErrorType>
   )[status] ?? "invalid_request";
 
+const relayed = (e: UpstreamStatusError, backend: string) =>
+  new ApiError(e.status, relayedType(e.status), `The ${backend} upstream answered ${e.status}: ${e.message}`);
+
 /**
  * Starts a streamed generation on the upstream and resolves once one URL has accepted it (a 2xx),
  * so refusals, relayed 4xx and "all URLs down" are still plain HTTP errors.
@@ -201,6 +204,7 @@ export async function openUpstream(
   const avoidMs = env().UPSTREAM_AVOID_MS;
   let answered5xx: UpstreamStatusError | undefined;
   let busy: UpstreamStatusError | undefined;
+  let missing: UpstreamStatusError | undefined;
   let lastError: Error | undefined;
   for (const url of tryOrder(target.urls, target.teamId)) {
     inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
@@ -212,14 +216,13 @@ export async function openUpstream(
       if (call.signal?.aborted) throw abortedError(call.signal);
       counted(url, outcomeOf(e));
       // A 429 says that server is busy (TGI's full queue), not that the request is wrong: the next
-      // URL may take it. Any other 4xx is the request's own.
-      if (e instanceof UpstreamStatusError && e.status < 500 && e.status !== 429)
-        throw new ApiError(
-          e.status,
-          relayedType(e.status),
-          `The ${backend} upstream answered ${e.status}: ${e.message}`,
-        );
+      // URL may take it. So does a 404: the path and the model are the deployment's, not the
+      // caller's, so it is that server lacking the model (an Ollama that has not pulled it, a vLLM
+      // serving another). Any other 4xx is the request's own.
+      if (e instanceof UpstreamStatusError && e.status < 500 && e.status !== 429 && e.status !== 404)
+        throw relayed(e, backend);
       if (e instanceof UpstreamStatusError && e.status === 429) busy = e;
+      else if (e instanceof UpstreamStatusError && e.status === 404) missing = e;
       else if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
       avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
@@ -253,6 +256,7 @@ export async function openUpstream(
       undefined,
       { "retry-after": String(Math.ceil(avoidMs / 1000)) },
     );
+  if (missing) throw relayed(missing, backend); // no URL has the model: its 404 as it was
   throw new ApiError(
     503,
     "internal",
