@@ -300,6 +300,55 @@ describe("fair sharing between tenants", () => {
     expect(order.indexOf("b1")).toBeLessThan(order.indexOf("a3"));
   });
 
+  it("a team whose requests end with their prefill (max_tokens 1) does not stop another team's decoding", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16 });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    let steps = 0;
+    const a = engine
+      .start({ prompt: "Flood", max_tokens: 400, seed: 1, logit_bias: noEos, tenant: "team-a" })
+      .then(async (s) => {
+        for await (const e of s) if (e.type === "delta") steps++;
+      });
+    await expect.poll(() => scheduler.stats().running, { interval: 1, timeout: 30_000 }).toBe(1);
+    const before = steps;
+    // Team B keeps four requests queued, 24 in all; each ends with its prefill, so team B never
+    // has a row running and always counts as a newcomer.
+    let next = 0;
+    const client = async () => {
+      while (next < 24) {
+        const i = next++;
+        await engine.generate({ prompt: `Question number ${i}?`, max_tokens: 1, tenant: "team-b" });
+      }
+    };
+    await Promise.all([client(), client(), client(), client()]);
+    // A decode step between two of B's prompts: before, team A's stream got none until B stopped.
+    expect(steps - before).toBeGreaterThanOrEqual(8);
+    await a;
+  });
+
+  it("between teams with equally many running, the one admitted longest ago goes next, not the oldest request", async () => {
+    const probe = new Engine({ models: [dir] });
+    const m = await probe.load();
+    const { kv } = m.info.graph;
+    const perToken = kv.entries.length * kv.heads * kv.headDim * (kv.type === "float16" ? 2 : 4);
+    await probe.dispose();
+    // Room for one request of 40 tokens at a time.
+    const engine = new Engine({ models: [dir], kvBudgetBytes: 60 * perToken });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    const order: string[] = [];
+    const run = (tenant: string, i: number) =>
+      engine
+        .generate({ prompt: `${tenant} ${i}`, max_tokens: 36, seed: i, logit_bias: noEos, tenant })
+        .then(() => order.push(`${tenant}${i}`));
+    const all = [run("a", 1), run("a", 2), run("a", 3)];
+    await expect.poll(() => scheduler.stats().running, { interval: 1, timeout: 30_000 }).toBe(1);
+    all.push(run("b", 1));
+    await Promise.all(all);
+    expect(order).toEqual(["a1", "b1", "a2", "a3"]); // before: a1, a2, a3, b1
+  });
+
   const longPrompt =
     "Good morning, everyone. Today we will talk about the history of the river and the old bridge in our town.";
 

@@ -141,6 +141,11 @@ export class Scheduler {
   private releaseTimer: NodeJS.Timeout | null = null;
   private looping = false;
   private preferPrefill = true;
+  /** The last pass was a newcomer's prefill run out of turn (before a decode step that was due). */
+  private newcomerWent = false;
+  /** When each tenant's last request was admitted (a count of admissions): turns between equals. */
+  private readonly lastAdmitted = new Map<string, number>();
+  private admissions = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly kvBudgetBytes: number;
   /** Cache bytes one token of one row takes (every layer's key and value). */
@@ -359,12 +364,16 @@ export class Scheduler {
         const canPrefill = this.prefilling !== null;
         const canDecode = this.rows.length > 0;
         if (!canPrefill && !canDecode) break;
-        // A tenant with nothing running goes first: its first token waits for no decode step.
-        const newcomer = canPrefill && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
+        // A tenant with nothing running goes first: its first token waits for no decode step. Once:
+        // the pass after one that went first is a decode step (before, a team whose requests all end
+        // with their prefill, max_tokens 1, never had a row and stopped every other team's streams).
+        const newcomer =
+          canPrefill && !this.newcomerWent && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
+        const goesFirst = canPrefill && canDecode && !this.preferPrefill && newcomer;
         let ranPrefill = false;
         try {
           // A prompt the cache answers runs no pass: the next one may go at once.
-          if (canPrefill && (!canDecode || this.preferPrefill || newcomer))
+          if (canPrefill && (!canDecode || this.preferPrefill || goesFirst))
             ranPrefill = await this.prefillStep(this.prefilling!);
           else ranPrefill = await this.decodeStep();
           if (tracing) this.traceStep();
@@ -376,6 +385,7 @@ export class Scheduler {
         // during it (toggling on every pass instead had every other arrival wait a whole extra
         // decode step: 8 q8 streams, 20-24 ms a step).
         this.preferPrefill = !ranPrefill;
+        this.newcomerWent = goesFirst && ranPrefill;
         // Let I/O in (new requests, disconnects): two turns of the event loop, so that a request read
         // in the first (its body, then the async steps to submit) is admitted before the next pass.
         await new Promise((r) => setImmediate(r));
@@ -393,7 +403,7 @@ export class Scheduler {
 
   /**
    * Starts the prefill of the next request: of the tenants with requests waiting, the one with
-   * the fewest sequences in the batch (then the oldest request). Its tenant's sequences must fit
+   * the fewest sequences in the batch (then the one admitted longest ago, then the oldest request). Its tenant's sequences must fit
    * in maxBatch, and the whole batch in twice that. A long prompt prefilled in chunks does not
    * hold a tenant with nothing running back: its prefill is parked (at the head of its tenant's
    * queue, its cache kept) while the newcomer's runs, so a newcomer waits at most one pass.
@@ -415,13 +425,21 @@ export class Scheduler {
       else this.queues.set(parked.tenant, [parked]);
       this.queued++;
     }
+    // Fewest sequences running first; between equals, the tenant admitted longest ago (then the
+    // oldest request): before, the oldest request won, so a team that had queued many requests that
+    // each fill the KV budget alone went first every time the batch emptied.
+    const turn = (j: GenerationJob) => this.lastAdmitted.get(j.tenant) ?? -1;
     let next: GenerationJob | undefined;
     for (const queue of this.queues.values()) {
       const head = queue[0];
       if (!head) continue;
       const load = running.get(head.tenant) ?? 0;
       const best = next ? (running.get(next.tenant) ?? 0) : Infinity;
-      if (load < best || (load === best && head.order < next!.order)) next = head;
+      if (
+        load < best ||
+        (load === best && (turn(head) < turn(next!) || (turn(head) === turn(next!) && head.order < next!.order)))
+      )
+        next = head;
     }
     if (!next) return;
     const n = next.plan.request.n;
@@ -441,6 +459,7 @@ export class Scheduler {
     }
     this.dequeue(next);
     this.prefilling = next;
+    this.lastAdmitted.set(next.tenant, ++this.admissions);
     const times = this.times.get(next);
     if (times) times.admitted = performance.now();
   }
