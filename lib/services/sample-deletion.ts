@@ -69,9 +69,14 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], reque
   const hit: string[] = [];
   for (const d of datasets) {
     const bound = { createdAt: d.until_created_at, sampleId: d.until_sample_id };
+    // A relabelled sample may have matched the dataset's metadata conditions when it was packaged,
+    // under labels it no longer has: for it they are not checked (before, relabelling a sample and
+    // then deleting it left `containsDeletedSamples` false on a file that holds it).
     const [row] = await tx.execute<{ hit: boolean }>(sql`
       select exists (select 1 from samples s where s.id = any(${textArray(ids)})
-        and ${withinBound({ ts: sql`s.created_at`, id: sql`s.id` }, bound)} and ${samplePredicate(sql`s`, d.filter)}) as hit`);
+        and ${withinBound({ ts: sql`s.created_at`, id: sql`s.id` }, bound)}
+        and ${samplePredicate(sql`s`, { ...d.filter, metadata: undefined })}
+        and (s.relabelled or ${samplePredicate(sql`s`, d.filter)})) as hit`);
     if (row?.hit) hit.push(d.id);
   }
   if (hit.length === 0) return;

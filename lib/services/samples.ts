@@ -273,7 +273,7 @@ export async function mergeSampleMetadata(
       insert into sample_labels (pipeline_id, key, value, created_at, sample_id)
       select s.pipeline_id, kv.key, kv.value, s.created_at, s.id from ${s} s, jsonb_each_text(${patch}::jsonb) kv`);
     const [row] = await tx.execute<SampleRow>(sql`
-      update samples set metadata = ${mergedJson}::jsonb where id = ${input.id}
+      update samples set metadata = ${mergedJson}::jsonb, relabelled = true where id = ${input.id}
       returning id, length, pipeline_id, team_id, created_at, created_at::text as created_at_text,
                 user_id, group_id, metadata`);
     return toSampleDto(row!);

@@ -90,6 +90,23 @@ describe("deleting samples", () => {
     expect((await api.post(`/v1/pipelines/${pipeline}/delete-samples`, { all: true })).json).toEqual({ deleted: 0 });
   });
 
+  it("a sample relabelled after a dataset took it, then deleted, marks that dataset (its labels then no longer match)", async () => {
+    const { api, pipeline, add } = await setup();
+    const x = await add("x", { metadata: { feedback: "good" } });
+    await add("y", { metadata: { feedback: "good" } });
+    const z = await add("z", { metadata: { feedback: "bad" } });
+    const good = await dataset(api, pipeline, { name: "good", metadata: { feedback: "good" } });
+    expect(await contentsOf(api, good.id)).toEqual(["x", "y"]);
+    expect((await api.call("PATCH", `/v1/samples/${x}`, { metadata: { feedback: "bad" } })).status).toBe(200);
+    // A deletion of samples the dataset never held leaves it alone.
+    expect((await api.call("DELETE", `/v1/samples/${z}`)).json).toEqual({ deleted: 1 });
+    expect((await api.get(`/v1/datasets/${good.id}`)).json.containsDeletedSamples).toBe(false);
+    // x is in its file: deleting it marks it (before: false, its labels now say "bad").
+    const res = await api.post(`/v1/pipelines/${pipeline}/delete-samples`, { metadata: { feedback: "bad" } });
+    expect(res.json).toEqual({ deleted: 1 });
+    expect((await api.get(`/v1/datasets/${good.id}`)).json.containsDeletedSamples).toBe(true);
+  });
+
   it("with the pipeline: gone at once, its samples purged by a worker, its datasets kept and marked", async () => {
     const { api, pipeline, add } = await setup();
     for (let i = 0; i < 5; i++) await add(`p${i}`, { metadata: { i: String(i) } });

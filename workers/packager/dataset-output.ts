@@ -16,6 +16,26 @@ const GZIP_LEVEL = 1;
 const BATCH_BYTES = 256 * 1024;
 const NEWLINE = Buffer.from("\n");
 
+/**
+ * U+2028 and U+2029 (E2 80 A8/A9) and U+0085 (C2 85) are valid unescaped in JSON strings, and
+ * Postgres leaves them so, but Python's str.splitlines() and other line readers break a line at
+ * them, and the JSONL line then reads as two broken halves.
+ */
+function hasLineSeparator(data: Buffer, start: number, end: number): boolean {
+  const line = data.subarray(start, end);
+  for (let i = line.indexOf(0xe2); i >= 0 && i + 2 < line.length; i = line.indexOf(0xe2, i + 1))
+    if (line[i + 1] === 0x80 && (line[i + 2] === 0xa8 || line[i + 2] === 0xa9)) return true;
+  for (let i = line.indexOf(0xc2); i >= 0 && i + 1 < line.length; i = line.indexOf(0xc2, i + 1))
+    if (line[i + 1] === 0x85) return true;
+  return false;
+}
+
+/** The line with those characters written as JSON escapes (they only occur inside strings). */
+function escapeLineSeparators(line: Buffer): Buffer {
+  const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  return Buffer.from(line.toString("utf8").replace(/[\u2028\u2029\u0085]/g, escape));
+}
+
 /** What one file of a dataset is called: `<name>[-<split>].jsonl[.gz]` or `.parquet`. */
 export function datasetFileName(name: string, options: DatasetOptions, split: SplitName | null): string {
   const extension = options.format === "parquet" ? "parquet" : options.compression === "gzip" ? "jsonl.gz" : "jsonl";
@@ -69,6 +89,11 @@ export class DatasetOutput {
    */
   add(data: Buffer, start: number, end: number): Promise<void> | undefined {
     this.samples++;
+    if (!this.parquet && hasLineSeparator(data, start, end)) {
+      data = escapeLineSeparators(data.subarray(start, end));
+      start = 0;
+      end = data.length;
+    }
     if (this.batchBytes + (end - start) + 1 > this.batch.length) return this.addAfterFlush(data, start, end);
     this.append(data, start, end);
     return undefined;

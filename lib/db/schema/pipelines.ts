@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   index,
   integer,
   jsonb,
@@ -73,6 +74,11 @@ export const samples = pgTable(
      * latency); null for samples added otherwise. Never part of the API's sample fields.
      */
     generation: jsonb("generation").$type<GenerationFacts>(),
+    /**
+     * Its metadata was changed after it was stored (PATCH /v1/samples/:id): a dataset packaged
+     * before may hold it under labels it no longer has (deletions mark such datasets).
+     */
+    relabelled: boolean("relabelled").notNull().default(false),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" })
       .notNull()
       .default(sql`clock_timestamp()`),
