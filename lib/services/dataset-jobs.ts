@@ -52,7 +52,10 @@ const leaseHeld = (id: string, owner: string) =>
 /**
  * Claims a PROCESSING dataset whose lease is free or expired (a crashed worker's job comes back
  * here once its lease runs out): of the team with the fewest datasets being packaged right now,
- * the oldest. So teams take turns: one team's long queue never starves another team's dataset.
+ * then of the team whose last claim is oldest (or that never had one), the oldest. So teams take
+ * turns: one team's long queue never starves another team's dataset (before, with one worker
+ * every team had none running at each claim, and the oldest dataset won: a team's fifty went
+ * first).
  * SKIP LOCKED: concurrent claimers never wait on each other or get the same row.
  */
 export async function claimDataset(
@@ -60,19 +63,23 @@ export async function claimDataset(
   input: { owner: string; leaseSeconds: number; teams?: JobTeams },
 ): Promise<DatasetJob | undefined> {
   const [row] = await db.execute<JobRow>(sql`
-    update datasets d
-    set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
-        attempts = d.attempts + 1, progress = 0, updated_at = now()
-    from (
-      select id from datasets q
+    with c as (
+      select id, team_id from datasets q
       where status = 'PROCESSING' and deleted_at is null and (lease_expires_at is null or lease_expires_at < now())
         and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from datasets r
                 where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
+               (select t.dataset_turn_at from teams t where t.id = q.team_id) nulls first,
                created_at, id
       limit 1
       for update skip locked
-    ) c
+    ), turn as (
+      update teams set dataset_turn_at = clock_timestamp() where id = (select team_id from c)
+    )
+    update datasets d
+    set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),
+        attempts = d.attempts + 1, progress = 0, updated_at = now()
+    from c
     where d.id = c.id
     returning d.id, d.name, d.pipeline_id, d.filter, d.options, d.tokenizer_model, d.size, d.until_created_at::text as until_created_at,
               d.until_sample_id, d.attempts`);

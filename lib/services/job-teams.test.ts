@@ -42,4 +42,26 @@ describe("claims", () => {
     expect(await claim({ only: null, except: [made.acme!] })).toBeUndefined(); // beta's is taken
     expect((await claim({ only: [made.acme!], except: [] }))?.name).toBe(made.acme);
   });
+
+  it("take turns between teams: one team's long queue does not hold another team's one dataset back", async () => {
+    const { db } = world.app;
+    await db.execute(sql`update datasets set deleted_at = now() where deleted_at is null`);
+    const names: string[] = [];
+    const make = async (slug: string, n: number) => {
+      const team = await createTeam(db, { slug: `${slug}-${Date.now().toString(36)}` });
+      const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+      for (let i = 0; i < n; i++)
+        await createDataset(db, { teamId: team.id, pipelineId: pipeline.id, name: `${slug}${i}`, selection: {} });
+    };
+    await make("a", 4);
+    await make("b", 1);
+    // One worker: it packages one dataset at a time, and each ends before the next claim.
+    for (;;) {
+      const job = await claimDataset(db, { owner: "w", leaseSeconds: 60 });
+      if (!job) break;
+      names.push(job.name);
+      await db.execute(sql`update datasets set status = 'READY', lease_owner = null where id = ${job.id}`);
+    }
+    expect(names).toEqual(["a0", "b0", "a1", "a2", "a3"]); // before: a0, a1, a2, a3, b0
+  });
 });

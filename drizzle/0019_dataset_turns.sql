@@ -1,0 +1,1 @@
+ALTER TABLE "teams" ADD COLUMN "dataset_turn_at" timestamp with time zone;
