@@ -129,6 +129,7 @@ const EnvSchema = z.object({
   RATE_LIMIT_TOKENS_PER_MINUTE: positiveInt.default(200_000),
   RATE_LIMIT_CONCURRENT_STREAMS: positiveInt.default(32),
   RATE_LIMIT_DATASET_JOBS: positiveInt.default(50),
+  RATE_LIMIT_IMPORT_JOBS: positiveInt.default(10),
   RATE_LIMIT_MODEL_DEPLOYMENTS: positiveInt.default(5),
   /** Sign-in attempts per 15 minutes, per account and per client address. */
   SIGNIN_ATTEMPTS_PER_ACCOUNT: positiveInt.default(10),

@@ -186,13 +186,14 @@ const commands: Record<string, Command> = {
   },
   "team:limits": {
     usage:
-      "team:limits --team S [--requests-per-minute N] [--tokens-per-minute N] [--concurrent-streams N] [--dataset-jobs N] [--model-deployments N] [--reset]   # 'default' resets one",
+      "team:limits --team S [--requests-per-minute N] [--tokens-per-minute N] [--concurrent-streams N] [--dataset-jobs N] [--import-jobs N] [--model-deployments N] [--reset]   # 'default' resets one",
     flags: {
       team: { type: "string", required: true },
       "requests-per-minute": { type: "string" },
       "tokens-per-minute": { type: "string" },
       "concurrent-streams": { type: "string" },
       "dataset-jobs": { type: "string" },
+      "import-jobs": { type: "string" },
       "model-deployments": { type: "string" },
       reset: { type: "boolean" },
     },
@@ -213,6 +214,7 @@ const commands: Record<string, Command> = {
           tokensPerMinute: value("tokens-per-minute"),
           concurrentStreams: value("concurrent-streams"),
           datasetJobs: value("dataset-jobs"),
+          importJobs: value("import-jobs"),
           modelDeployments: value("model-deployments"),
         },
       });

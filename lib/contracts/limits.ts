@@ -9,6 +9,7 @@ export const LIMIT_FIELDS = [
   "tokensPerMinute",
   "concurrentStreams",
   "datasetJobs",
+  "importJobs",
   "modelDeployments",
 ] as const;
 export type LimitField = (typeof LIMIT_FIELDS)[number];
@@ -24,6 +25,8 @@ export const TeamLimitOverrides = z.strictObject({
   concurrentStreams: limit.optional(),
   /** Datasets being packaged (PROCESSING) at once, per team. */
   datasetJobs: limit.optional(),
+  /** Imports waiting or running (PROCESSING) at once, per team: each holds its uploaded file. */
+  importJobs: limit.optional(),
   /** Deployments of a model the workers load (not upstream ones) an owner may create from the dashboard, per team. */
   modelDeployments: limit.optional(),
 });

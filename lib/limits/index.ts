@@ -34,6 +34,7 @@ export function teamLimits(team: { limits?: TeamLimitOverrides | null }): TeamLi
     tokensPerMinute: o.tokensPerMinute ?? e.RATE_LIMIT_TOKENS_PER_MINUTE,
     concurrentStreams: o.concurrentStreams ?? e.RATE_LIMIT_CONCURRENT_STREAMS,
     datasetJobs: o.datasetJobs ?? e.RATE_LIMIT_DATASET_JOBS,
+    importJobs: o.importJobs ?? e.RATE_LIMIT_IMPORT_JOBS,
     modelDeployments: o.modelDeployments ?? e.RATE_LIMIT_MODEL_DEPLOYMENTS,
   };
 }

@@ -69,12 +69,13 @@ export async function claimDataset(
         and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from datasets r
                 where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
-               (select t.dataset_turn_at from teams t where t.id = q.team_id) nulls first,
+               (select t.turn_at from dataset_turns t where t.team_id = q.team_id) nulls first,
                created_at, id
       limit 1
       for update skip locked
     ), turn as (
-      update teams set dataset_turn_at = clock_timestamp() where id = (select team_id from c)
+      insert into dataset_turns (team_id, turn_at) select team_id, clock_timestamp() from c
+      on conflict (team_id) do update set turn_at = excluded.turn_at
     )
     update datasets d
     set lease_owner = ${input.owner}, lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}),

@@ -34,7 +34,7 @@ describe("an import whose pipeline is deleted while its file uploads", () => {
         if (purged) await purgeDeletedPipelines(db); // the row itself is gone
         yield Buffer.from('{"messages":[{"role":"user","content":"b"}]}\n');
       }
-      const input = { teamId: team.id, pipelineId: pipeline.id, body: body(), maxBytes: 1e6 };
+      const input = { teamId: team.id, pipelineId: pipeline.id, body: body(), maxBytes: 1e6, maxRunning: 10 };
       // Before: a PROCESSING import of a deleted pipeline, or (purged) a 500 from the foreign key.
       await expect(createImport(db, blobs, input)).rejects.toMatchObject({ status: 404, param: "id" });
       expect(await db.select().from(imports)).toEqual([]);

@@ -1,11 +1,11 @@
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import type { BlobStore } from "../blob";
 import type { ImportDto } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { imports, pipelines, type Import } from "../db/schema";
-import { invalidRequest, notFound, payloadTooLarge } from "../errors";
+import { invalidRequest, notFound, payloadTooLarge, rateLimited } from "../errors";
 import { newId } from "../ids";
 import { holdLivePipeline } from "./pipelines";
 
@@ -35,6 +35,25 @@ export function toImportDto(row: Import): ImportDto {
 }
 
 /**
+ * Imports a team may have waiting or running at once (its `importJobs` limit), checked before the
+ * body is read: each holds its uploaded file (up to IMPORT_MAX_BYTES, decompressed) in the blob
+ * store until a worker is done with it, so one team's hundreds of uploads filled the disk every
+ * team (and the embedded database) shares. 429 with Retry-After; concurrent uploads may overshoot
+ * by a few.
+ */
+export async function assertImportQuota(db: DbOrTx, teamId: string, limit: number): Promise<void> {
+  const [row] = await db.execute<{ n: number }>(
+    sql`select count(*)::int as n from imports where team_id = ${teamId} and status = 'PROCESSING'`,
+  );
+  const n = row?.n ?? 0;
+  if (n >= limit)
+    throw rateLimited(
+      `This team already has ${n} imports waiting or running (limit ${limit}); retry when one is READY or FAILED.`,
+      { "retry-after": "10" },
+    );
+}
+
+/**
  * Stores the uploaded body (413 past `maxBytes`, leaving nothing behind) and creates the import.
  * A gzipped body (a `.jsonl.gz` file, or `Content-Encoding: gzip`) is stored decompressed, and
  * `maxBytes` counts what it decompresses to. The pipeline must be the caller's (checked by the
@@ -43,8 +62,16 @@ export function toImportDto(row: Import): ImportDto {
 export async function createImport(
   db: DbOrTx,
   blobs: BlobStore,
-  input: { teamId: string; pipelineId: string; body: AsyncIterable<Uint8Array>; maxBytes: number },
+  input: {
+    teamId: string;
+    pipelineId: string;
+    body: AsyncIterable<Uint8Array>;
+    maxBytes: number;
+    /** The team's `importJobs`: imports it may have PROCESSING (each holding its file) at once. */
+    maxRunning: number;
+  },
 ): Promise<Import> {
+  await assertImportQuota(db, input.teamId, input.maxRunning);
   const id = newId("import");
   const key = `${importBlobPrefix(id)}upload.jsonl`;
   let bytes = 0;

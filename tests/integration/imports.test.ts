@@ -1,7 +1,10 @@
 import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { ImportSchema } from "@/lib/contracts/imports";
-import { baseUrl, client, makeTeam } from "../helpers/context";
+import { imports } from "@/lib/db/schema";
+import { newId } from "@/lib/ids";
+import { setTeamLimits } from "@/lib/services/teams";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { jsonl, NDJSON, waitForImport } from "../helpers/imports";
 import { expectDocumented } from "../helpers/openapi";
 
@@ -140,5 +143,39 @@ describe("imports", () => {
     const gone = await api.get(`/v1/imports/${empty.json.id}`);
     expect(gone.status).toBe(404);
     expect(gone.json.error.message).toBe(`No import with id '${empty.json.id}'.`);
+  });
+
+  it("refuses an upload past the team's imports waiting or running (importJobs) before reading it", async () => {
+    const team = await makeTeam();
+    await setTeamLimits(db().db, { teamId: team.id, limits: { importJobs: 2 } });
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "quota" })).json.id as string;
+    // Two imports another worker holds (their leases far off): the team's two places.
+    for (let i = 0; i < 2; i++)
+      await db()
+        .db.insert(imports)
+        .values({
+          id: newId("import"),
+          teamId: team.id,
+          pipelineId: pipeline,
+          blobKey: `imports/held-${i}/upload.jsonl`,
+          bytes: 10,
+          leaseOwner: "elsewhere",
+          leaseExpiresAt: new Date(Date.now() + 3600_000),
+        });
+    const line = JSON.stringify({ messages: [{ role: "user", content: "x" }] });
+    const res = await api.post(`/v1/pipelines/${pipeline}/import`, line, NDJSON);
+    expect(res.status).toBe(429);
+    expect(res.json.error).toMatchObject({
+      type: "rate_limited",
+      message: expect.stringMatching(/2 imports.*limit 2/),
+    });
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    await expectDocumented("POST", "/v1/pipelines/{id}/import", res);
+    const mine = await db().db.select().from(imports);
+    expect(mine.filter((r) => r.teamId === team.id)).toHaveLength(2); // nothing created
+    // Another team is not held back by this one's.
+    const other = await setup();
+    expect((await other.api.post(`/v1/pipelines/${other.pipeline}/import`, line, NDJSON)).status).toBe(202);
   });
 });

@@ -6,7 +6,7 @@ import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { LocalBlobStore } from "@/lib/blob";
-import { withDefaults } from "@/lib/contracts/dataset-options";
+import type { DatasetOptions } from "@/lib/contracts/dataset-options";
 import { DatasetOutput } from "./dataset-output";
 
 async function write(lines: string[]) {
@@ -14,7 +14,7 @@ async function write(lines: string[]) {
   const out = new DatasetOutput(
     new LocalBlobStore(root),
     { key: "d/file.jsonl", name: "file", split: null },
-    withDefaults({}),
+    { format: "jsonl", compression: "none", dedupe: false } satisfies DatasetOptions,
     new AbortController().signal,
     root,
   );

@@ -79,3 +79,11 @@ export const datasets = pgTable(
 );
 
 export type Dataset = typeof datasets.$inferSelect;
+
+/** When a dataset of each team was last claimed for packaging: between equals, teams take turns. */
+export const datasetTurns = pgTable("dataset_turns", {
+  teamId: text("team_id")
+    .primaryKey()
+    .references(() => teams.id, { onDelete: "cascade" }),
+  turnAt: timestamp("turn_at", { withTimezone: true, mode: "date" }).notNull(),
+});

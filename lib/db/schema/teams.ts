@@ -9,8 +9,6 @@ export const teams = pgTable("teams", {
   createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   /** Per-team overrides of the default rate limits and quotas (null: the defaults). */
   limits: jsonb("limits").$type<TeamLimitOverrides>(),
-  /** When a dataset of the team was last claimed for packaging: between equals, teams take turns. */
-  datasetTurnAt: timestamp("dataset_turn_at", { withTimezone: true, mode: "date" }),
 });
 
 export const users = pgTable("users", {

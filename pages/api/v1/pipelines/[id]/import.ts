@@ -5,6 +5,7 @@ import { IMPORT_CONTENT_TYPES } from "@/lib/contracts/imports";
 import { env } from "@/lib/env";
 import { invalidRequest, payloadTooLarge } from "@/lib/errors";
 import { nodeApiRoute } from "@/lib/http/node-api-route";
+import { teamLimits } from "@/lib/limits";
 import { createImport, toImportDto } from "@/lib/services/imports";
 import { getPipeline } from "@/lib/services/pipelines";
 
@@ -37,6 +38,7 @@ export default nodeApiRoute({ method: "POST", status: 202 }, async ({ req, handl
     pipelineId: pipeline.id,
     body: req,
     maxBytes: max,
+    maxRunning: teamLimits(principal.team).importJobs,
   });
   return toImportDto(row);
 });

@@ -2,6 +2,7 @@ import { blobStore } from "@/lib/blob";
 import { env } from "@/lib/env";
 import { invalidRequest } from "@/lib/errors";
 import { sessionRoute } from "@/lib/http/session-route";
+import { teamLimits } from "@/lib/limits";
 import { createImport, toImportDto } from "@/lib/services/imports";
 import { getPipeline } from "@/lib/services/pipelines";
 import { otherMethods } from "@/lib/http/other-methods";
@@ -17,6 +18,7 @@ export const POST = sessionRoute({}, async ({ req, handle, session, params }) =>
     pipelineId: pipeline.id,
     body: req.body as unknown as AsyncIterable<Uint8Array>,
     maxBytes: env().IMPORT_MAX_BYTES,
+    maxRunning: teamLimits(session.team).importJobs,
   });
   return Response.json(toImportDto(row), { status: 202 });
 });
