@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -18,33 +19,63 @@ const SOURCES = [
   "postcss.config.mjs",
 ];
 
-function newestMtime(p: string): number {
-  if (!existsSync(p)) return 0;
-  const st = statSync(p);
-  if (!st.isDirectory()) return st.mtimeMs;
-  let newest = st.mtimeMs;
-  for (const entry of readdirSync(p)) newest = Math.max(newest, newestMtime(path.join(p, entry)));
-  return newest;
+/**
+ * What the sources are now: every file's path, size and modification time. A build is current
+ * when the marker written after it succeeded holds the same: an upgrade unpacked from an archive
+ * (older dates than the build) changes it as well as an edit does.
+ */
+function sourcesFingerprint(root: string): string {
+  const hash = createHash("sha256");
+  const walk = (p: string) => {
+    const st = statSync(p, { throwIfNoEntry: false });
+    if (!st) return;
+    if (!st.isDirectory()) return void hash.update(`${path.relative(root, p)}\0${st.size}\0${st.mtimeMs}\n`);
+    for (const entry of readdirSync(p).sort()) walk(path.join(p, entry));
+  };
+  for (const s of SOURCES) walk(path.join(root, s));
+  return hash.digest("hex");
 }
 
-/** True when there is no production build, or a source file changed since it was made. */
-export function buildIsStale(): boolean {
-  const buildId = path.join(root, process.env.NEXT_DIST_DIR || ".next", "BUILD_ID");
-  if (!existsSync(buildId)) return true;
-  const built = statSync(buildId).mtimeMs;
-  return SOURCES.some((s) => newestMtime(path.join(root, s)) > built);
+const distDir = (root: string) => path.join(root, process.env.NEXT_DIST_DIR || ".next");
+/** Written once `next build` has exited 0; it writes BUILD_ID long before it is done. */
+const markerFile = (root: string) => path.join(distDir(root), "lmp-build.json");
+
+/**
+ * True when there is no finished production build, or a source file changed since it was made.
+ * Before, BUILD_ID alone said "built": Next writes it midway, so a build stopped after it (Ctrl-C,
+ * a full disk) was taken for a whole one, and the app then failed to start, every time.
+ */
+export function buildIsStale(project = root): boolean {
+  if (!existsSync(path.join(distDir(project), "BUILD_ID"))) return true;
+  try {
+    const marker = JSON.parse(readFileSync(markerFile(project), "utf8")) as { sources?: string };
+    return marker.sources !== sourcesFingerprint(project);
+  } catch {
+    return true;
+  }
 }
 
-/** Runs `next build` (output shown) when the build is missing or stale. */
+/** Builds with `build` (true when it succeeded), then records the sources it was made from. */
+export function buildWith(build: () => boolean, project = root): void {
+  const sources = sourcesFingerprint(project); // as built: an edit during the build makes it stale
+  rmSync(markerFile(project), { force: true });
+  if (!build()) return;
+  writeFileSync(markerFile(project), JSON.stringify({ sources, builtAt: new Date().toISOString() }));
+}
+
+/** Runs `next build` (output shown) when the build is missing, unfinished or stale. */
 export function ensureBuild(options: { force?: boolean } = {}): void {
   if (!options.force && !buildIsStale()) return;
   console.log("Building the web app (next build)…");
-  const result = spawnSync(process.execPath, [path.join(root, "node_modules/next/dist/bin/next"), "build"], {
-    cwd: root,
-    stdio: "inherit",
-    env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+  buildWith(() => {
+    const result = spawnSync(process.execPath, [path.join(root, "node_modules/next/dist/bin/next"), "build"], {
+      cwd: root,
+      stdio: "inherit",
+      env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+    });
+    if (result.status !== 0) throw new Error(`next build failed (exit ${result.status ?? result.signal})`);
+    return true;
   });
-  if (result.status !== 0) throw new Error(`next build failed (exit ${result.status})`);
 }
 
 export const repoRoot = root;
