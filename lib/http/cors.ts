@@ -7,6 +7,8 @@ export const CORS_HEADERS: Record<string, string> = {
   // The X-Pipeline-* headers: a browser may ask for its completion to be captured (docs/api.md).
   "access-control-allow-headers":
     "authorization, content-type, last-event-id, cache-control, x-pipeline-id, x-pipeline-user-id, x-pipeline-group-id, x-pipeline-metadata",
-  "access-control-expose-headers": "x-request-id",
+  // Headers a browser script may read beyond the safelisted ones: when to retry a 429 or 503, and
+  // the key's rate-limit state (before, only the request id: a page could not honour Retry-After).
+  "access-control-expose-headers": "x-request-id, retry-after, ratelimit-limit, ratelimit-remaining, ratelimit-reset",
   "access-control-max-age": "86400",
 };

@@ -57,6 +57,12 @@ type Options<B extends z.ZodType | undefined> = {
   idempotent?: true;
   /** The status of a success (default 200; 202 for a job accepted, such as an import). */
   status?: number;
+  /**
+   * The route's path parameters (`["id"]` for pipelines/[id]/…): Next puts the query string's
+   * fields in the same `req.query`, and those are neither parameters nor part of the metrics label
+   * (before, `?k1=v1` made `/[k1]/…` a route of its own: a series per name a client made up).
+   */
+  params?: readonly string[];
 };
 
 type Handler<B extends z.ZodType | undefined> = (ctx: {
@@ -81,24 +87,26 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     const startedAt = performance.now();
     let teamId: string | undefined;
     let observed = false;
+    const routeParams = pagesParams(req, [...(options.params ?? [])]);
     // One log line and one metric sample: when the answer is sent, or when a stream starts.
-    const observe = () => {
+    const observe = (streamStarted = false) => {
       if (observed) return;
       observed = true;
       observeRequest({
         // Served through a rewrite: the public path is /v1/…, not the file's /api/v1/….
-        route: pagesRoutePattern(req, req.query),
+        route: pagesRoutePattern(req, routeParams),
         method: req.method ?? "GET",
         // A client that left before the answer was sent (a timed-out chat completion, an
-        // aborted import upload) is logged and counted too, as nginx does: 499.
-        status: res.writableFinished ? res.statusCode : 499,
+        // aborted import upload) is logged and counted too, as nginx does: 499. A stream is
+        // observed as it starts, its head sent (before, every stream counted as a 499).
+        status: streamStarted || res.writableFinished ? res.statusCode : 499,
         startedAt,
         requestId,
         teamId,
       });
     };
-    res.once("finish", observe);
-    res.once("close", observe);
+    res.once("finish", () => observe());
+    res.once("close", () => observe());
     const controller = abortWhenClientLeaves(res);
     let limitHeaders: Record<string, string> = {};
     try {
@@ -116,7 +124,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
         ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
         : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
-      const params = storableParams(pagesParams(req));
+      const params = storableParams(routeParams);
       // A generation (streamed or long) ends when its key is revoked, not only new requests. The
       // key is watched only for handlers that take the signal: an add does not pay for it.
       let revocable: AbortSignal | undefined;
@@ -142,7 +150,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       if (!options.idempotent) {
         const answer = await run();
         if (!isStreamed(answer)) return await send(req, res, status, JSON.stringify(answer), requestId);
-        return await sendEvents(res, answer[STREAM], { controller, requestId, onStart: observe });
+        return await sendEvents(res, answer[STREAM], { controller, requestId, onStart: () => observe(true) });
       }
       const path = (req.url ?? "").split("?")[0]!;
       const result = await idempotentJson(

@@ -159,7 +159,9 @@ const modelFailed = (s: ModelState) =>
     },
   );
 const modelExcluded = (key: string) =>
-  new ApiError(503, "internal", unplacedMessage(key.slice(0, key.lastIndexOf("#"))));
+  new ApiError(503, "internal", unplacedMessage(key.slice(0, key.lastIndexOf("#"))), undefined, {
+    "retry-after": "60",
+  });
 /** What a deployment that no live worker is set to serve says (its state's message, its requests' 503). */
 export const unplacedMessage = (model: string) =>
   `No running worker serves this deployment's model (${model}): every live worker's WORKER_SERVES leaves it out. ` +
@@ -174,7 +176,9 @@ export function toApiError(e: InferenceError): ApiError {
     case "context_length_exceeded":
       return new ApiError(400, "context_length_exceeded", e.message, e.param ?? "max_tokens");
     case "rate_limited":
-      return new ApiError(429, "rate_limited", "Every worker serving this model is busy; retry shortly.");
+      // The worker's own words ("engine overloaded: 64 of this team's requests already queued…"):
+      // it is the team's queue that is full, not every team's. Retry-After as every 429 has.
+      return new ApiError(429, "rate_limited", e.message, undefined, { "retry-after": "1" });
     default:
       return new ApiError(500, "internal", `Generation failed: ${e.message}`);
   }

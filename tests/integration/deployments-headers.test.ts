@@ -14,7 +14,13 @@ const post = (url: string, headers: Record<string, string>, body: string) =>
 function expectCommon(res: Response) {
   expect(res.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
   expect(res.headers.get("access-control-allow-origin")).toBe("*");
-  expect(res.headers.get("access-control-expose-headers")).toBe("x-request-id");
+  expect(res.headers.get("access-control-expose-headers")?.split(", ")).toEqual([
+    "x-request-id",
+    "retry-after",
+    "ratelimit-limit",
+    "ratelimit-remaining",
+    "ratelimit-reset",
+  ]);
 }
 
 describe("a deployment endpoint's answers", () => {

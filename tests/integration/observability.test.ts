@@ -104,6 +104,35 @@ describe("a request whose client leaves before the answer", () => {
   });
 });
 
+describe("a streamed /v1 completion", () => {
+  it("is counted with its status (200), not as a client that left; query fields make no route label", async () => {
+    const team = await makeTeam();
+    const dep = await makeDeployment(team);
+    const api = client(team.apiKey);
+    const ok = { route: "/v1/completions", method: "POST", status: "200" };
+    const left = { ...ok, status: "499" };
+    const count = async (labels: Record<string, string>) =>
+      Number(sample(family((await scrape()).families, "http_requests_total"), labels)?.value ?? 0);
+    const [ok0, left0] = [await count(ok), await count(left)];
+    const res = await fetch(`${baseUrl}/v1/completions?made=up`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: `${team.slug}/${dep.name}`, prompt: "Hi", max_tokens: 2, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    await expect.poll(() => count(ok), { timeout: 10_000 }).toBe(ok0 + 1);
+    expect(await count(left)).toBe(left0); // before: every stream was a 499
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "labels" })).json.id as string;
+    const added = await api.post(`/v1/pipelines/${pipeline}/add?made=${pipeline}`, {
+      messages: [{ role: "user", content: "x" }],
+    });
+    expect(added.status).toBe(200);
+    const routes = family((await scrape()).families, "http_requests_total")!.metrics.map((m) => m.labels?.route);
+    expect(routes.filter((r) => r?.includes("[made]"))).toEqual([]); // before: /v1/pipelines/[made]/add
+  });
+});
+
 describe("metrics behind a proxy on this machine", () => {
   it("refuses /metrics, and the models in /api/health, to what the proxy forwards", async () => {
     const proxied = { "x-forwarded-for": "203.0.113.9" };

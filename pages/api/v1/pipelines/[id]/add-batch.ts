@@ -9,7 +9,13 @@ import { getPipeline } from "@/lib/services/pipelines";
 export const config = { api: { bodyParser: false } };
 
 export default nodeApiRoute(
-  { method: "POST", body: AddBatchEnvelope, maxBodyBytes: () => env().ADD_BATCH_MAX_BODY_BYTES, idempotent: true },
+  {
+    method: "POST",
+    params: ["id"],
+    body: AddBatchEnvelope,
+    maxBodyBytes: () => env().ADD_BATCH_MAX_BODY_BYTES,
+    idempotent: true,
+  },
   async ({ handle, principal, params, body, requestId }) => {
     const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
     const results = await addBatch(handle.db, {

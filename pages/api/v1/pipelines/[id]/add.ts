@@ -8,7 +8,7 @@ import { addSample } from "@/lib/services/samples";
 export const config = { api: { bodyParser: false } };
 
 export default nodeApiRoute(
-  { method: "POST", body: AddSampleBody, idempotent: true },
+  { method: "POST", params: ["id"], body: AddSampleBody, idempotent: true },
   async ({ handle, principal, params, body }) =>
     addSample(handle.db, { teamId: principal.team.id, pipelineId: params.id!, sample: body }),
 );

@@ -13,7 +13,7 @@ import { getPipeline } from "@/lib/services/pipelines";
 // buffered here, the request stream goes to the blob store as it arrives.
 export const config = { api: { bodyParser: false } };
 
-export default nodeApiRoute({ method: "POST", status: 202 }, async ({ req, handle, principal, params }) => {
+export default nodeApiRoute({ method: "POST", params: ["id"], status: 202 }, async ({ req, handle, principal, params }) => {
   // The pipeline first: nothing is read for an unknown (or another team's) pipeline.
   const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
   const type = req.headers["content-type"]?.split(";")[0]!.trim().toLowerCase();
