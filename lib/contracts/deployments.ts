@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DtypeChoiceSchema } from "./models";
 import { CaptureBody } from "./capture";
-import { storable } from "./text";
+import { recordWithoutProto, storable } from "./text";
 import { UpstreamDto, UpstreamInput } from "./upstream";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
@@ -51,13 +51,16 @@ const oneStopList = <T extends { stop?: string[]; stop_sequences?: string[] }>(b
     ctx.addIssue({ code: "custom", path: ["stop_sequences"], message: "give either stop or stop_sequences, not both" });
 };
 
+/** Token (or text) → bias; `__proto__` is refused rather than silently dropped by zod's record. */
+export const LogitBias = recordWithoutProto(z.record(z.string().min(1), z.number().min(-100).max(100)), "a key");
+
 export const DeploymentCompletionBody = z
   .strictObject({
     ...SamplingShape,
     n: optional(z.number().int().min(1).max(MAX_N)),
     echo: optional(z.boolean()),
     bad_words: optional(z.array(z.string().min(1, "must not be empty").max(MAX_BAD_WORD_CHARS)).max(64)),
-    logit_bias: optional(z.record(z.string().min(1), z.number().min(-100).max(100))),
+    logit_bias: optional(LogitBias),
     tfs: optional(unit),
     logprobs: optional(z.number().int().min(1).max(5)),
     stream: optional(z.boolean()),

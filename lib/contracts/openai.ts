@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CaptureBody } from "./capture";
-import { StopList } from "./deployments";
+import { LogitBias, StopList } from "./deployments";
 import { storable } from "./text";
 import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
 
@@ -49,7 +49,7 @@ export const CompletionsBody = z
     top_k: optional(z.number().int().min(1).max(MAX_TOP_K)),
     repetition_penalty: optional(z.number().min(1)),
     bad_words: optional(z.array(z.string().min(1, "must not be empty").max(MAX_BAD_WORD_CHARS)).max(64)),
-    logit_bias: optional(z.record(z.string().min(1), z.number().min(-100).max(100))),
+    logit_bias: optional(LogitBias),
     tfs: optional(unit),
   })
   .superRefine((b, ctx) => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { SampleMessageSchema } from "./messages";
-import { storable } from "./text";
+import { recordWithoutProto, storable } from "./text";
 
 /**
  * The pipelines half of the hosted API, as zod schemas shared by the route handlers,
@@ -29,17 +29,8 @@ const Label = storable(z.string().min(1, "must not be empty").max(LIMITS.labelCh
 
 const MetadataKey = storable(z.string().min(1, "keys must not be empty").max(LIMITS.metadataKeyChars));
 
-/**
- * A record that refuses the key `__proto__`: JSON.parse makes it an own key like any other, but
- * zod's record skips it without a word (a filter on it would then match every sample, and
- * delete-samples delete them all; a label would be dropped).
- */
-const withoutProto = <T extends z.ZodType>(schema: T) =>
-  z.preprocess((value, ctx) => {
-    if (value !== null && typeof value === "object" && Object.hasOwn(value, "__proto__"))
-      ctx.addIssue({ code: "custom", message: "__proto__ is not allowed as a metadata key", path: ["__proto__"] });
-    return value;
-  }, schema);
+/** (A filter on `__proto__` would match every sample, and delete-samples delete them all.) */
+const withoutProto = <T extends z.ZodType>(schema: T) => recordWithoutProto(schema, "a metadata key");
 
 export const MetadataSchema = withoutProto(
   z
@@ -108,10 +99,12 @@ export type MetadataFilter = z.infer<typeof MetadataFilterSchema>;
 
 /**
  * An ISO 8601 timestamp with a zone (`Z` or an offset); kept as given, so microseconds survive.
- * Within what Postgres reads: it refuses year 0000 and offsets of 16 hours or more ("out of range").
+ * Within what Postgres reads: it refuses year 0000, offsets of 16 hours or more ("out of range"),
+ * and a text over 128 characters (so at most 9 fractional digits here: Postgres keeps 6).
  */
 const Timestamp = z.iso
   .datetime({ offset: true, error: "must be an ISO 8601 timestamp with a time zone" })
+  .refine((s) => !/\.\d{10,}/.test(s), "must have at most 9 fractional digits of a second")
   .refine((s) => !s.startsWith("0000"), "must be in year 0001 or later")
   .refine((s) => !/[+-](1[6-9]|[2-9]\d):\d\d$/.test(s), "must have a time zone offset between -15:59 and +15:59");
 

@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 
 /** With the `u` flag a well-formed pair is one code point, so only an unpaired half matches. */
 const UNPAIRED_SURROGATE = /\p{Surrogate}/u;
@@ -17,3 +17,14 @@ export const storable = <S extends z.ZodString>(schema: S) =>
 /** Why `s` cannot be stored or looked up in Postgres (see storable), or null when it can. */
 export const unstorable = (s: string): string | null =>
   s.includes("\u0000") ? NUL : UNPAIRED_SURROGATE.test(s) ? SURROGATE : null;
+
+/**
+ * A record that refuses the key `__proto__`: JSON.parse makes it an own key like any other, but
+ * zod's record skips it without a word (a label or a logit bias silently dropped).
+ */
+export const recordWithoutProto = <T extends z.ZodType>(schema: T, what: string) =>
+  z.preprocess((value, ctx) => {
+    if (value !== null && typeof value === "object" && Object.hasOwn(value, "__proto__"))
+      ctx.addIssue({ code: "custom", message: `__proto__ is not allowed as ${what}`, path: ["__proto__"] });
+    return value;
+  }, schema);

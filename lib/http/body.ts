@@ -35,9 +35,17 @@ export async function readNodeJsonBody(req: IncomingMessage, limit: number): Pro
   return parseJsonBytes(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** A body's bytes as JSON; blank reads as `{}`. */
 function parseJsonBytes(bytes: Buffer): unknown {
-  const text = bytes.toString("utf8");
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    // Before, invalid bytes became U+FFFD and were stored as if sent (an import refuses the line).
+    throw invalidRequest("Request body is not valid UTF-8.", "body");
+  }
   if (text.trim() === "") return {};
   try {
     return JSON.parse(text);

@@ -50,9 +50,9 @@ function readValue(name: string, kind: Kind, values: string[]): unknown {
   const v = values[0]!;
   if (kind === "string") return v;
   if (kind === "number") {
-    // Anything that is not a plain number stays a string, so validation names it as the wrong type.
-    const n = Number(v);
-    return v.trim() !== "" && Number.isFinite(n) ? n : v;
+    // Anything that is not a plain decimal number (hex, binary, `Infinity`…) stays a string, so
+    // validation names it as the wrong type.
+    return /^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/.test(v) ? Number(v) : v;
   }
   // A JSON array of strings (`["a","b"]`, `[]`); anything else is one plain string, even one that
   // starts with "[" (stop=[INST], Llama 2's turn marker).

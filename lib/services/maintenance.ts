@@ -69,7 +69,9 @@ export async function applyRetention(db: DbOrTx, batch = DELETE_BATCH, signal?: 
     if (signal?.aborted) break;
     // Datasets being packaged are marked, not sent back to the queue: with steady traffic
     // samples age out every run, and one that takes longer than a run would never finish.
-    const aged = sql`created_at < now() - make_interval(days => ${p.days})`;
+    // n × 24 hours, as documented: `days =>` counts calendar days in the database's time zone (23
+    // or 25 hours across a daylight-saving change).
+    const aged = sql`created_at < now() - make_interval(hours => ${p.days * 24})`;
     total += await deleteInBatches(db, p.id, aged, batch, "mark", signal);
   }
   return total;

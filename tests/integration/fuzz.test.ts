@@ -264,6 +264,19 @@ describe("values the database cannot take", () => {
         "createdAfter",
       ],
       ["GET", "/v1/usage?from=0000-01-01&to=0000-12-31", undefined, "from"],
+      // Postgres reads at most 128 characters of a timestamp: a 500 (a cut-off 200 on samples) before.
+      [
+        "POST",
+        `/v1/pipelines/${pipeline}/count`,
+        { createdAfter: `2026-01-01T00:00:00.${"0".repeat(200)}Z` },
+        "createdAfter",
+      ],
+      [
+        "POST",
+        `/v1/pipelines/${pipeline}/samples`,
+        { createdBefore: `2026-01-01T00:00:00.${"0".repeat(200)}Z` },
+        "createdBefore",
+      ],
       // zod's record skips a `__proto__` key: this would have deleted all of u's samples.
       [
         "POST",
@@ -272,6 +285,13 @@ describe("values the database cannot take", () => {
         "metadata.__proto__",
       ],
       ["POST", `/v1/pipelines/${pipeline}/count`, '{"metadata":{"__proto__":{"$exists":true}}}', "metadata.__proto__"],
+      // A bias on `__proto__` was dropped without a word: nothing banned.
+      [
+        "POST",
+        "/v1/completions",
+        `{"model":"${dep.name}","prompt":"x","logit_bias":{"__proto__":-100}}`,
+        "logit_bias.__proto__",
+      ],
       [
         "POST",
         `/v1/pipelines/${pipeline}/add`,
@@ -313,6 +333,31 @@ describe("values the database cannot take", () => {
         param,
       });
       expect(res.json.error.type).toBe("invalid_request");
+    }
+    // Bytes that are not UTF-8 (a Latin-1 "café"): refused, as an import refuses such a line
+    // (before: stored with U+FFFD in its place).
+    const latin1 = Buffer.concat([
+      Buffer.from('{"messages":[{"role":"user","content":"caf'),
+      Buffer.from([0xe9]),
+      Buffer.from('"}],"userId":"u"}'),
+    ]);
+    for (const path of [`/v1/pipelines/${pipeline}/add`, `/v1/pipelines/${pipeline}/count`]) {
+      const r = await fetch(baseUrl + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
+        body: latin1,
+      });
+      expect({ path, status: r.status, param: ((await r.json()) as any).error?.param }).toEqual({
+        path,
+        status: 400,
+        param: "body",
+      });
+    }
+    // A deployment's GET stream takes plain decimal numbers only (before: length=0x10 ran 16 tokens).
+    for (const query of ["length=0x10", "top_k=0b101", "temperature=Infinity"]) {
+      const r = await fetch(`${dep.url}?text=hi&${query}`, { headers: { authorization: `Bearer ${team.modelKey}` } });
+      expect({ query, status: r.status }).toEqual({ query, status: 400 });
+      await r.body?.cancel();
     }
     // The deployment's own URL: the team segment.
     const segment = dep.path.split("/")[2]!;
