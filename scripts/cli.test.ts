@@ -12,12 +12,17 @@ afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 /** Runs the CLI as a user would, on the embedded database in a fresh DATA_DIR (no app running). */
 function cli(...args: string[]) {
+  return cliWithInput("", ...args);
+}
+
+function cliWithInput(input: string, ...args: string[]) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir };
   delete env.DATABASE_URL;
   const r = spawnSync(process.execPath, ["--import", "tsx", path.join(root, "scripts/cli.ts"), ...args], {
     cwd: root,
     env,
     encoding: "utf8",
+    input,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, lastLine: r.stdout.trim().split("\n").at(-1) ?? "" };
 }
@@ -62,6 +67,50 @@ describe("cli", () => {
     expect(revoke.code).toBe(0);
     const after = cli("key:list", "--team", "acme");
     expect(after.stdout.split("\n").find((l) => l.startsWith(keyId))).toMatch(/revoked$/);
+  });
+
+  it("makes a CLI team's first user its owner, changes roles and sets a password from stdin", () => {
+    expect(cli("team:create", "--slug", "gamma").code).toBe(0);
+    const first = cli("user:create", "--email", "owner@gamma.test", "--password", "long enough", "--team", "gamma");
+    expect(first.stdout).toMatch(/as owner$/m); // before: a member, and the team had no owner at all
+    const second = cliWithInput(
+      "from stdin\n",
+      "user:create",
+      "--email",
+      "m@gamma.test",
+      "--password-stdin",
+      "--team",
+      "gamma",
+    );
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(/as member$/m);
+    const promoted = cli("member:role", "--team", "gamma", "--email", "M@gamma.test", "--role", "owner");
+    expect(promoted.code, promoted.stderr).toBe(0);
+    expect(promoted.stdout).toMatch(/m@gamma.test is now owner of team gamma/);
+    // Both owners: one may step down; the last owner may not.
+    expect(cli("member:role", "--team", "gamma", "--email", "owner@gamma.test", "--role", "member").code).toBe(0);
+    const last = cli("member:role", "--team", "gamma", "--email", "m@gamma.test", "--role", "member");
+    expect(last.code).not.toBe(0);
+    expect(last.stderr).toMatch(/owner/);
+    const reset = cliWithInput(
+      "a new password\n",
+      "user:set-password",
+      "--email",
+      "owner@gamma.test",
+      "--password-stdin",
+    );
+    expect(reset.code, reset.stderr).toBe(0);
+    expect(reset.stdout).toMatch(/set the password of owner@gamma.test/);
+    for (const [args, message] of [
+      [["user:set-password", "--email", "nobody@gamma.test", "--password", "long enough"], /No user with email/],
+      [["user:set-password", "--email", "owner@gamma.test"], /--password or --password-stdin is required/],
+      [["user:set-password", "--email", "owner@gamma.test", "--password", "short"], /password/],
+      [["member:role", "--team", "gamma", "--email", "m@gamma.test", "--role", "admin"], /'owner' or 'member'/],
+    ] as const) {
+      const r = cli(...args);
+      expect(r.code, args.join(" ")).not.toBe(0);
+      expect(r.stderr, args.join(" ")).toMatch(message);
+    }
   });
 
   it("fails with a clear message and a non-zero exit on bad input", () => {

@@ -1,6 +1,6 @@
 // `npm run cli -- <command> [--flags]`: administration against the same database as the app,
 // whether the app is running or not. Exit code 2 for usage errors, 1 for anything that failed.
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { and, eq } from "drizzle-orm";
@@ -15,7 +15,8 @@ import { createDeployment, deleteDeployment, deploymentUrl, listDeploymentDtos }
 import { LIMIT_FIELDS } from "@/lib/contracts/limits";
 import { teamLimits } from "@/lib/limits";
 import { createTeam, getTeamBySlug, setTeamLimits } from "@/lib/services/teams";
-import { createUser } from "@/lib/services/users";
+import { setMemberRole } from "@/lib/services/members";
+import { createUser, hasOwner, setUserPassword, userByEmail } from "@/lib/services/users";
 import { withAppDatabase } from "./lib/database";
 
 class UsageError extends Error {}
@@ -36,16 +37,55 @@ const commands: Record<string, Command> = {
     },
   },
   "user:create": {
-    usage: "user:create --email E --password P --team S",
+    usage:
+      "user:create --email E (--password P | --password-stdin) --team S [--role owner|member]   # the team's first user is its owner by default",
     flags: {
       email: { type: "string", required: true },
-      password: { type: "string", required: true },
+      password: { type: "string" },
+      "password-stdin": { type: "boolean" },
       team: { type: "string", required: true },
+      role: { type: "string" },
     },
     run: async ({ db }, f) => {
+      const password = passwordOf(f);
+      if (f.role !== undefined && f.role !== "owner" && f.role !== "member")
+        throw new UsageError("--role must be 'owner' or 'member'");
       const team = await getTeamBySlug(db, f.team!);
-      const user = await createUser(db, { email: f.email!, password: f.password!, teamId: team.id });
-      console.log(`created user ${user.email} (${user.id}) in team ${team.slug}`);
+      // A team made with team:create has no owner: its first user becomes one (before, every
+      // user was a member, and no one could invite, make API keys or deploy, with no way out).
+      const role = (f.role as "owner" | "member" | undefined) ?? ((await hasOwner(db, team.id)) ? "member" : "owner");
+      const user = await createUser(db, { email: f.email!, password, teamId: team.id, role });
+      console.log(`created user ${user.email} (${user.id}) in team ${team.slug} as ${role}`);
+    },
+  },
+  "user:set-password": {
+    usage: "user:set-password --email E (--password P | --password-stdin)",
+    flags: {
+      email: { type: "string", required: true },
+      password: { type: "string" },
+      "password-stdin": { type: "boolean" },
+    },
+    run: async ({ db }, f) => {
+      const user = await setUserPassword(db, { email: f.email!, password: passwordOf(f) });
+      console.log(`set the password of ${user.email}; sessions signed in before stay signed in until they expire`);
+    },
+  },
+  "member:role": {
+    usage: "member:role --team S --email E --role owner|member",
+    flags: {
+      team: { type: "string", required: true },
+      email: { type: "string", required: true },
+      role: { type: "string", required: true },
+    },
+    run: async ({ db }, f) => {
+      if (f.role !== "owner" && f.role !== "member") throw new UsageError("--role must be 'owner' or 'member'");
+      const team = await getTeamBySlug(db, f.team!);
+      const user = await userByEmail(db, f.email!);
+      const { revokedKeys } = await setMemberRole(db, { teamId: team.id, userId: user.id, role: f.role });
+      console.log(
+        `${user.email} is now ${f.role} of team ${team.slug}` +
+          (revokedKeys ? ` (${revokedKeys} API keys they made revoked)` : ""),
+      );
     },
   },
   "key:create": {
@@ -272,6 +312,18 @@ async function checkDtype(model: string, dtype: string): Promise<void> {
 function modelReference(model: string): string {
   const local = path.resolve(process.env.INIT_CWD ?? process.cwd(), model);
   return path.isAbsolute(model) || model.startsWith(".") || existsSync(local) ? local : model;
+}
+
+/** --password, or the first line of stdin with --password-stdin (out of `ps` and the shell's history). */
+function passwordOf(f: Record<string, string | undefined>): string {
+  if (f.password !== undefined && f["password-stdin"])
+    throw new UsageError("give --password or --password-stdin, not both");
+  if (f.password !== undefined) return f.password;
+  if (!f["password-stdin"]) throw new UsageError("--password or --password-stdin is required");
+  if (process.stdin.isTTY) process.stderr.write("password (then Enter and Ctrl-D): ");
+  const password = readFileSync(0, "utf8").split(/\r?\n/)[0]!;
+  if (!password) throw new UsageError("no password on stdin");
+  return password;
 }
 
 function printTable(rows: Record<string, string>[]): void {

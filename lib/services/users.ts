@@ -1,8 +1,8 @@
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { SignUpInput, UserInput } from "../contracts/users";
 import type { DbOrTx } from "../db/client";
 import { memberships, users, type Team, type User } from "../db/schema";
-import { ApiError, conflict, fromZodError } from "../errors";
+import { ApiError, conflict, fromZodError, notFound } from "../errors";
 import { hashPassword, needsRehash, verifyNothing, verifyPassword } from "../auth/password";
 import { newId, randomToken } from "../ids";
 import { createTeam } from "./teams";
@@ -102,4 +102,33 @@ export async function signUp(db: DbOrTx, input: SignUpInput): Promise<{ user: Us
     const user = await insertUser(tx, prepared, { teamId: team.id, role: "owner" });
     return { user, team };
   });
+}
+
+/** The user with this email (any case), or a 404 naming `email`. */
+export async function userByEmail(db: DbOrTx, email: string): Promise<User> {
+  const [row] = await db.select().from(users).where(eq(users.email, email.trim().toLowerCase()));
+  if (!row) throw notFound(`No user with email '${email}'.`, "email");
+  return row;
+}
+
+/** Whether the team has an owner (one made with the CLI's team:create has none until a user is added). */
+export async function hasOwner(db: DbOrTx, teamId: string): Promise<boolean> {
+  const [row] = await db
+    .select({ userId: memberships.userId })
+    .from(memberships)
+    .where(and(eq(memberships.teamId, teamId), eq(memberships.role, "owner")))
+    .limit(1);
+  return row !== undefined;
+}
+
+/** Sets a user's password (the operator's recovery: there is no reset by email). */
+export async function setUserPassword(db: DbOrTx, input: { email: string; password: string }): Promise<User> {
+  const user = await userByEmail(db, input.email);
+  const prepared = await prepareUser({ email: user.email, password: input.password });
+  const [row] = await db
+    .update(users)
+    .set({ passwordHash: prepared.passwordHash })
+    .where(eq(users.id, user.id))
+    .returning();
+  return row!;
 }
