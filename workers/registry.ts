@@ -17,30 +17,47 @@ export type Registration = {
   stop: () => Promise<void>;
 };
 
+type Advertised = Parameters<Registration["advertise"]>[0];
+
 /**
  * Registers this worker process in the `workers` table and keeps its heartbeat fresh.
- * The app treats a worker whose heartbeat is older than a few intervals as gone.
+ * The app treats a worker whose heartbeat is older than a few intervals as gone. A row removed
+ * meanwhile (maintenance sweeps rows silent for an hour: a paused VM, a network split, a database
+ * restored from a backup) is written again, with what was advertised, at the next heartbeat:
+ * before, the heartbeats updated nothing and the worker ran on, unseen by the app, for good.
  */
 export async function registerWorker(db: Db, options: { heartbeatSeconds: number }): Promise<Registration> {
   const id = newId("worker");
-  await db.insert(workers).values({ id, hostname: hostname(), pid: process.pid });
-  const timer = setInterval(() => {
-    db.update(workers)
-      .set({ heartbeatAt: sql`now()` })
+  const advertised: Advertised = {};
+  const register = () =>
+    db
+      .insert(workers)
+      .values({ id, hostname: hostname(), pid: process.pid, ...advertised })
+      .onConflictDoNothing({ target: workers.id });
+  /** Updates the row; writes it again when it is gone. */
+  const update = async (fields: Advertised) => {
+    const rows = await db
+      .update(workers)
+      .set({ ...fields, heartbeatAt: sql`now()` })
       .where(eq(workers.id, id))
-      .then(
-        () => {},
-        (err: unknown) => logger().error({ err }, "heartbeat failed"),
-      );
+      .returning({ id: workers.id });
+    if (rows.length > 0) return;
+    logger().warn(
+      { worker: id },
+      "this worker's registration was gone (removed after a long silence); registered again",
+    );
+    await register();
+  };
+  await register();
+  const timer = setInterval(() => {
+    update({}).catch((err: unknown) => logger().error({ err }, "heartbeat failed"));
   }, options.heartbeatSeconds * 1000);
   timer.unref();
   return {
     id,
     advertise: async (fields) => {
-      await db
-        .update(workers)
-        .set({ ...fields, heartbeatAt: sql`now()` })
-        .where(eq(workers.id, id));
+      Object.assign(advertised, fields);
+      await update(fields);
     },
     stop: async () => {
       clearInterval(timer);
