@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -51,6 +51,16 @@ describe("parseEnv", () => {
     expect(parseEnv({ DATA_DIR: dir }).AUTH_SECRET).toBe(first);
     const given = "x".repeat(40);
     expect(parseEnv({ DATA_DIR: dir, AUTH_SECRET: given }).AUTH_SECRET).toBe(given);
+    expect(readdirSync(dir)).toEqual(["auth-secret"]); // no temporary file left
+  });
+
+  it("refuses an empty or short DATA_DIR/auth-secret, naming it (before: the empty secret was used)", () => {
+    const dir = tmp();
+    writeFileSync(path.join(dir, "auth-secret"), ""); // a start stopped between creating and writing it
+    expect(() => parseEnv({ DATA_DIR: dir }).AUTH_SECRET).toThrow(EnvError);
+    expect(() => parseEnv({ DATA_DIR: dir }).AUTH_SECRET).toThrow(/auth-secret holds no secret .*delete it/);
+    writeFileSync(path.join(dir, "auth-secret"), "short\n");
+    expect(() => parseEnv({ DATA_DIR: dir }).AUTH_SECRET).toThrow(/a secret too short/);
   });
 
   it.each([

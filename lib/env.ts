@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { parsePlacements } from "./contracts/placement";
@@ -257,19 +257,37 @@ export function parseEnv(source: Record<string, string | undefined> = process.en
   return resolved;
 }
 
-/** AUTH_SECRET, when not configured, is generated once and kept in DATA_DIR (mode 0600). */
+/**
+ * AUTH_SECRET, when not configured, is generated once and kept in DATA_DIR (mode 0600). Written
+ * whole to a file of its own, then linked into place (exclusive: of two processes, one secret):
+ * before, a crash or a full disk between creating the file and writing it left it empty, and the
+ * empty secret was used from then on.
+ */
 function readOrCreateSecret(dataDir: string): string {
   const file = path.join(dataDir, "auth-secret");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  if (existsSync(file)) return checkedSecret(file);
   mkdirSync(dataDir, { recursive: true });
-  const secret = randomBytes(32).toString("base64url");
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, randomBytes(32).toString("base64url") + "\n", { mode: 0o600 });
   try {
-    writeFileSync(file, secret + "\n", { mode: 0o600, flag: "wx" });
-    return secret;
-  } catch {
-    // Another process created it first: use theirs.
-    return readFileSync(file, "utf8").trim();
+    linkSync(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err; // another process created it first: theirs
+  } finally {
+    rmSync(tmp, { force: true });
   }
+  return checkedSecret(file);
+}
+
+function checkedSecret(file: string): string {
+  const secret = readFileSync(file, "utf8").trim();
+  if (secret.length < 32)
+    throw new EnvError(
+      `${file} holds ${secret.length ? "a secret too short" : "no secret"} (at least 32 characters are needed). ` +
+        "Restore it from a backup, or delete it to generate a new one (every session then signs out, and " +
+        "upstream deployments' keys must be given again).",
+    );
+  return secret;
 }
 
 let cached: Env | undefined;

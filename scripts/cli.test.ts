@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -133,6 +133,32 @@ describe("cli", () => {
       expect(r.code, args.join(" ")).not.toBe(0);
       expect(r.stderr, args.join(" ")).toMatch(message);
     }
+  });
+
+  it("will not seal an upstream key without the app's secret (AUTH_SECRET, or DATA_DIR/auth-secret)", () => {
+    const elsewhere = mkdtempSync(path.join(os.tmpdir(), "lmp-cli-nosecret-"));
+    const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: elsewhere, THE_KEY: "sk-upstream" };
+    delete env.DATABASE_URL;
+    delete env.AUTH_SECRET;
+    const args = ["deployment:create", "--team", "acme", "--name", "up", "--upstream", "http://10.0.0.9:8000"];
+    const r = spawnSync(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        path.join(root, "scripts/cli.ts"),
+        ...args,
+        "--upstream-model",
+        "m",
+        "--upstream-key-env",
+        "THE_KEY",
+      ],
+      { cwd: root, env, encoding: "utf8" },
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/AUTH_SECRET is not set and .*auth-secret does not exist/);
+    expect(readdirSync(elsewhere)).toEqual([]); // before: a new auth-secret, which the app did not have
+    rmSync(elsewhere, { recursive: true, force: true });
   });
 
   it("runs commands side by side on the embedded database: the second waits for the first's server", async () => {

@@ -7,7 +7,7 @@ import { and, eq } from "drizzle-orm";
 import type { DbHandle } from "@/lib/db/client";
 import { deployments } from "@/lib/db/schema";
 import { ApiError } from "@/lib/errors";
-import { EnvError } from "@/lib/env";
+import { env, EnvError } from "@/lib/env";
 import { createApiKey, listApiKeys, revokeApiKey } from "@/lib/services/api-keys";
 import { DTYPE_CHOICES, dtypeChoiceError } from "@/lib/contracts/models";
 import { shownUrl, UPSTREAM_KINDS, type UpstreamKind } from "@/lib/contracts/upstream";
@@ -24,6 +24,8 @@ class UsageError extends Error {}
 type Command = {
   usage: string;
   flags: Record<string, { type: "string" | "boolean"; required?: boolean }>;
+  /** Checks that need no database, before it is started. */
+  before?: (f: Record<string, string | undefined>) => void;
   run: (h: DbHandle, f: Record<string, string | undefined>) => Promise<void>;
 };
 
@@ -148,6 +150,17 @@ const commands: Record<string, Command> = {
       "upstream-model": { type: "string" },
       "upstream-kind": { type: "string" },
       "upstream-key-env": { type: "string" },
+    },
+    before: (f) => {
+      // The key is sealed under AUTH_SECRET: without it (and without the app's DATA_DIR/auth-secret)
+      // the CLI would make a secret of its own, which the app does not have, and every request of
+      // the deployment then failed with a 500 that said nothing of it.
+      const secretFile = path.join(env().DATA_DIR, "auth-secret");
+      if (f["upstream-key-env"] !== undefined && !process.env.AUTH_SECRET?.trim() && !existsSync(secretFile))
+        throw new UsageError(
+          `AUTH_SECRET is not set and ${secretFile} does not exist: the key would be sealed under a secret ` +
+            "the app does not have. Run this with the app's AUTH_SECRET (or its DATA_DIR).",
+        );
     },
     run: async ({ db }, f) => {
       const team = await getTeamBySlug(db, f.team!);
@@ -369,6 +382,7 @@ async function main(argv: string[]): Promise<number> {
     if (spec.required && !values[flag])
       throw new UsageError(`--${flag} is required\nusage: npm run cli -- ${command.usage}`);
   }
+  command.before?.(values);
   await withAppDatabase((h) => command.run(h, values));
   return 0;
 }

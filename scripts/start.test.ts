@@ -106,7 +106,15 @@ describe("npm start", () => {
     const sql2 = postgres(dbUrl(), { max: 1 });
     expect((await sql2`select count(*)::int as n from workers`)[0]!.n).toBe(1); // the first run's worker deregistered
     await sql2.end();
-    expect(await stop(second)).toBe(0);
+    // The database dies under it (the OOM killer): the launcher says so and stops, exit 1 (before:
+    // not a word, and the app answered 503 for good).
+    const exited = new Promise<number | null>((resolve) => second.child.once("exit", (code) => resolve(code)));
+    const { serverPid: secondServer } = JSON.parse(readFileSync(path.join(dataDir, "embedded-db.json"), "utf8")) as {
+      serverPid: number;
+    };
+    process.kill(secondServer, "SIGKILL");
+    expect(await exited).toBe(1);
+    expect(second.output()).toMatch(/the embedded PostgreSQL exited \(SIGKILL\); its log is .*pg\.log/);
   }, 240_000);
 
   it("refuses to start on a port in use, saying so", async () => {

@@ -70,7 +70,18 @@ async function main(): Promise<void> {
     const password = readDbPassword(embeddedPaths(e.DATA_DIR).passwordFile) ?? newDbPassword();
     databaseUrl = embeddedDbUrl(port, password);
     startDatabase = async () => {
-      embedded = await startAppEmbeddedDb(e.DATA_DIR, { port, password, announce: true });
+      const db = await startAppEmbeddedDb(e.DATA_DIR, { port, password, announce: true });
+      embedded = db;
+      // A server that dies under the launcher (the OOM killer, a kill, a full disk in recovery)
+      // stops it all, saying why: before, nothing was said and the app answered 503 for good.
+      void db.exited.then(({ code, signal }) => {
+        if (stopping) return;
+        console.error(
+          `error: the embedded PostgreSQL exited (${signal ?? `code ${code}`}); its log is ` +
+            `${embeddedPaths(e.DATA_DIR).logFile}. Stopping; start again with npm start.`,
+        );
+        void shutdown(1);
+      });
     };
   }
   const childEnv = {

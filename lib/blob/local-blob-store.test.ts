@@ -1,4 +1,13 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -22,6 +31,14 @@ describe("LocalBlobStore", () => {
     expect(file?.size).toBe(4);
     expect(await new Response(file!.stream()).text()).toBe("a\nb\n");
     expect(await store.open("datasets/d1/a/none.jsonl")).toBeUndefined();
+  });
+
+  it("keeps its files from other local users: folders 0700, files 0600", async () => {
+    const own = new LocalBlobStore(path.join(root, "private"));
+    await own.put("imports/i1/upload.jsonl", parts("secret\n"));
+    const mode = (p: string) => statSync(path.join(root, "private", p)).mode & 0o777;
+    expect(mode("imports/i1/upload.jsonl")).toBe(0o600); // before: 0644
+    for (const dir of ["", "imports", "imports/i1", ".tmp"]) expect(mode(dir), dir || "root").toBe(0o700);
   });
 
   it("shows nothing under the key until the whole file is written, and nothing after a failure", async () => {

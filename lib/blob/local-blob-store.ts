@@ -16,7 +16,8 @@ const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
  * Blobs as files under `root`. A put writes `root/.tmp/<uuid>`, fsyncs it and renames it to
  * its key: rename is atomic within one file system, so a reader (or a crash) never sees a
  * partial file under a key. A killed writer leaves only its temporary file, which
- * `sweepTemporary` removes.
+ * `sweepTemporary` removes. Folders are made 0700 and files 0600: every team's samples are in
+ * them (before, 0755 and 0644: any local user could read them).
  */
 export class LocalBlobStore implements BlobStore {
   constructor(readonly root: string) {}
@@ -29,12 +30,12 @@ export class LocalBlobStore implements BlobStore {
   async put(key: string, body: AsyncIterable<Uint8Array>, options: PutOptions = {}): Promise<void> {
     const target = this.pathOf(key);
     const tmpDir = path.join(this.root, ".tmp");
-    await mkdir(tmpDir, { recursive: true });
+    await mkdir(tmpDir, { recursive: true, mode: 0o700 });
     const tmp = path.join(tmpDir, randomUUID());
     try {
       // A deep write buffer lets the source (a COPY from Postgres) keep flowing while the disk
       // catches up, instead of pausing at every 16 kB chunk until the write returns.
-      await pipeline(Readable.from(body), createWriteStream(tmp, { highWaterMark: WRITE_BUFFER_BYTES }), {
+      await pipeline(Readable.from(body), createWriteStream(tmp, { highWaterMark: WRITE_BUFFER_BYTES, mode: 0o600 }), {
         signal: options.signal,
       });
       // Durable before it becomes visible: a crash after the rename must not leave a short file.
@@ -44,7 +45,7 @@ export class LocalBlobStore implements BlobStore {
       } finally {
         await file.close();
       }
-      await mkdir(path.dirname(target), { recursive: true });
+      await mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
       await rename(tmp, target);
     } catch (err) {
       await rm(tmp, { force: true });

@@ -34,6 +34,8 @@ export type EmbeddedDb = {
   url: string;
   port: number;
   pid: number;
+  /** Resolves when the server process exits, whatever the cause (stop(), a crash, the OOM killer). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stop: () => Promise<void>;
 };
 
@@ -397,6 +399,12 @@ export async function startEmbeddedDb(options: EmbeddedOptions): Promise<Embedde
     }
   }
   const pid = child.pid!;
+  const server = child;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (server.exitCode !== null || server.signalCode !== null)
+      resolve({ code: server.exitCode, signal: server.signalCode });
+    else server.once("exit", (code, signal) => resolve({ code, signal }));
+  });
   const url = embeddedDbUrl(port, password);
   const infoFile = options.infoDir ? embeddedInfoFile(options.infoDir) : undefined;
   if (infoFile) writeFileSync(infoFile, JSON.stringify({ url, pid: process.pid, serverPid: pid }), { mode: 0o600 });
@@ -406,6 +414,7 @@ export async function startEmbeddedDb(options: EmbeddedOptions): Promise<Embedde
     url,
     port,
     pid,
+    exited,
     stop: () =>
       (stopping ??= (async () => {
         if (infoFile) rmSync(infoFile, { force: true });

@@ -14,6 +14,7 @@ import type { CallOptions, InferenceClient } from "../inference/client";
 import { captureCompletion, type CaptureRequest, type FinishedChoice } from "./capture";
 import { generateUpstream, openUpstream, type UpstreamTarget } from "../inference/backends/upstream";
 import { open as openSealed } from "../secret-box";
+import { ApiError } from "../errors";
 import { beginCompletion, type CompletionMeter, type CompletionOutcome } from "./completion-events";
 import { withWorker } from "./inference-routing";
 import { batchedEvents, eventBatches, type GenerationEvents } from "../inference/batches";
@@ -70,6 +71,20 @@ export type CompletionCall = CallOptions & {
 type Target = Pick<Deployment, "id" | "name" | "model" | "dtype" | "teamId"> &
   Partial<Pick<Deployment, "upstreamKind" | "upstreamUrls" | "upstreamModel" | "upstreamKey" | "upstreamHostsChecked">>;
 
+/** An upstream deployment's key; one sealed under another AUTH_SECRET says so (was a bare 500). */
+function unsealedKey(sealed: string, deploymentId: string): string {
+  try {
+    return openSealed(sealed, deploymentId);
+  } catch {
+    throw new ApiError(
+      500,
+      "internal",
+      "This upstream deployment's key cannot be read: it was stored under another AUTH_SECRET than the " +
+        "app's (the secret changed, or a CLI ran without it). Delete the deployment and create it again with its key.",
+    );
+  }
+}
+
 /** The upstream servers of an upstream deployment (its key unsealed), or null for a local one. */
 function upstreamOf(d: Target): UpstreamTarget | null {
   if (!d.upstreamKind || !d.upstreamUrls?.length) return null;
@@ -77,7 +92,7 @@ function upstreamOf(d: Target): UpstreamTarget | null {
     kind: d.upstreamKind,
     urls: d.upstreamUrls,
     model: d.upstreamModel ?? d.model,
-    key: d.upstreamKey ? openSealed(d.upstreamKey, d.id) : undefined,
+    key: d.upstreamKey ? unsealedKey(d.upstreamKey, d.id) : undefined,
     teamId: d.teamId,
     checkHosts: d.upstreamHostsChecked ?? false,
   };

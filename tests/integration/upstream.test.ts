@@ -17,6 +17,7 @@ import { CompletionsResponse } from "@/lib/contracts/openai";
 import type { UpstreamKind } from "@/lib/contracts/upstream";
 import { deployments, workers } from "@/lib/db/schema";
 import { randomToken } from "@/lib/ids";
+import { seal } from "@/lib/secret-box";
 import { createDeployment } from "@/lib/services/deployments";
 import { createApiKey } from "@/lib/services/api-keys";
 import { setTeamLimits } from "@/lib/services/teams";
@@ -860,6 +861,24 @@ describe("the upstream key", () => {
     const registry = await db().db.select().from(workers);
     expect(registry.length).toBeGreaterThan(0);
     for (const w of registry) expect(JSON.stringify([w.models, w.modelStates])).not.toContain("Llama-3.1-8B");
+
+    // Sealed under another secret (AUTH_SECRET changed, or a CLI ran without it): the 500 says so
+    // (before: "Unsupported state or unable to authenticate data" in the log, nothing in the answer).
+    await db()
+      .db.update(deployments)
+      .set({ upstreamKey: seal(secret, row!.id, "another-secret-".repeat(3)) })
+      .where(eq(deployments.id, row!.id));
+    const unreadable = async () => {
+      const r = await fetch(created.lastLine, {
+        method: "POST",
+        headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Hi", max_tokens: 3 }),
+      });
+      return { status: r.status, message: ((await r.json()) as { error?: { message: string } }).error?.message };
+    };
+    await expect
+      .poll(unreadable, { timeout: 10_000 })
+      .toEqual({ status: 500, message: expect.stringMatching(/stored under another AUTH_SECRET/) });
 
     async function listed() {
       const r = await client(team.apiKey).get("/v1/deployments/gpu");
