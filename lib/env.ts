@@ -134,6 +134,8 @@ const EnvSchema = z.object({
   /** Sign-in attempts per 15 minutes, per account and per client address. */
   SIGNIN_ATTEMPTS_PER_ACCOUNT: positiveInt.default(10),
   SIGNIN_ATTEMPTS_PER_ADDRESS: positiveInt.default(50),
+  /** `open`: anyone may create an account (and a team); `invite`: only with an invite link, joining its team. */
+  SIGN_UP: z.enum(["open", "invite"]).default("open"),
   /**
    * Proxies in front of the app whose X-Forwarded-For entries are trusted, counted from the right
    * (read by scripts/lib/app-server.mjs; validated here, with the rest, at start).
@@ -168,6 +170,8 @@ const EnvSchema = z.object({
   IMPORT_THROTTLE_MS: z.coerce.number().int().min(0).default(0),
   /** How often a worker runs retention, purges deleted pipelines and sweeps idempotency keys. */
   MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(60),
+  /** Hub downloads no deployment (or dataset being packaged) has named for this long are removed; 0: never. */
+  HUB_CACHE_KEEP_HOURS: z.coerce.number().min(0).default(24),
   /** Samples per deletion transaction (retention, deleted pipelines, delete-samples). */
   DELETE_BATCH_SIZE: positiveInt.max(100_000).default(1000),
   /**

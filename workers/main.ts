@@ -15,6 +15,7 @@ import { servedModelKey, teamModelKey } from "@/lib/contracts/models";
 import { jobTeams, places, placesByTeam } from "@/lib/contracts/placement";
 import { listDeployedModels } from "@/lib/services/deployments";
 import { Engine } from "./engine/engine";
+import { hubOptionsFromEnv } from "./engine/model/hub/hub-config";
 import { workerMetrics } from "./metrics";
 import { ModelSupervisor, type Excluded, type Served } from "./model-supervisor";
 import { startInferenceServer } from "./inference/server";
@@ -119,6 +120,7 @@ async function main(): Promise<void> {
     blobs: blobStore(),
     intervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
     batch: e.DELETE_BATCH_SIZE,
+    hubCache: { dir: hubOptionsFromEnv().cacheDir, keepHours: e.HUB_CACHE_KEEP_HOURS },
   });
   logger().info(
     { worker: registration.id, address: server.url, models: engine.models },

@@ -3,6 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
 import { sweepDeletedDatasetFiles } from "@/lib/services/datasets";
+import { sql } from "drizzle-orm";
+import { sweepHubCache } from "./engine/model/hub/cache-sweep";
 import {
   applyRetention,
   GONE_WORKER_HOURS,
@@ -23,6 +25,8 @@ export function startMaintenance(o: {
   blobs: BlobStore;
   intervalSeconds: number;
   batch: number;
+  /** The hub cache to sweep (sweepHubCache), unless keepHours is 0. */
+  hubCache?: { dir: string; keepHours: number };
   log?: (line: string) => void;
 }): { stop: () => Promise<void> } {
   const log = o.log ?? ((line: string) => logger().info(line));
@@ -51,6 +55,17 @@ export function startMaintenance(o: {
             `the files of ${files} deleted datasets, the rows of ${gone} workers gone for ${GONE_WORKER_HOURS} h`,
         );
       }
+      const hub = o.hubCache;
+      if (hub && hub.keepHours > 0)
+        await step("hub cache", async () => {
+          const swept = sweepHubCache(hub.dir, await modelsInUse(o.db), hub.keepHours * 3600_000);
+          if (swept.removed.length > 0)
+            log(
+              `[maintenance] removed ${swept.removed.join(", ")} from the hub cache (${(swept.bytes / 1e9).toFixed(2)} GB), ` +
+                `unused for ${hub.keepHours} h`,
+            );
+          return swept.removed.length;
+        });
       await sleep(o.intervalSeconds * 1000, undefined, { signal: shutdown.signal }).catch(() => {});
     }
   })();
@@ -60,4 +75,12 @@ export function startMaintenance(o: {
       await loop;
     },
   };
+}
+
+/** Every model a deployment or a dataset being packaged (its tokenizer) names. */
+async function modelsInUse(db: DbOrTx): Promise<string[]> {
+  const rows = await db.execute<{ model: string }>(sql`
+    select model from deployments
+    union select tokenizer_model from datasets where status = 'PROCESSING' and tokenizer_model is not null`);
+  return rows.map((r) => r.model);
 }

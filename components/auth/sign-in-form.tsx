@@ -9,7 +9,16 @@ import { Field, Input } from "../ui/field";
 import { ErrorBanner } from "../ui/states";
 import { safeCallback } from "@/lib/ui/safe-callback";
 
-export function SignInForm({ callbackUrl, notice }: { callbackUrl?: string; notice?: string }) {
+export function SignInForm({
+  callbackUrl,
+  notice,
+  signUpOpen = true,
+}: {
+  callbackUrl?: string;
+  notice?: string;
+  /** False when accounts are made with invite links only (SIGN_UP=invite): no "Create an account". */
+  signUpOpen?: boolean;
+}) {
   const router = useRouter();
   const [error, setError] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
@@ -57,15 +66,21 @@ export function SignInForm({ callbackUrl, notice }: { callbackUrl?: string; noti
       <Button type="submit" className="w-full" disabled={pending}>
         {pending ? "Signing in…" : "Sign in"}
       </Button>
-      <p className="text-center text-sm text-zinc-500 dark:text-zinc-400">
-        New here?{" "}
-        <Link
-          href={callbackUrl ? `/sign-up?callbackUrl=${encodeURIComponent(callbackUrl)}` : "/sign-up"}
-          className="font-medium text-indigo-600 hover:underline dark:text-indigo-400"
-        >
-          Create an account
-        </Link>
-      </p>
+      {signUpOpen ? (
+        <p className="text-center text-sm text-zinc-500 dark:text-zinc-400">
+          New here?{" "}
+          <Link
+            href={callbackUrl ? `/sign-up?callbackUrl=${encodeURIComponent(callbackUrl)}` : "/sign-up"}
+            className="font-medium text-indigo-600 hover:underline dark:text-indigo-400"
+          >
+            Create an account
+          </Link>
+        </p>
+      ) : (
+        <p className="text-center text-sm text-zinc-500 dark:text-zinc-400">
+          New here? Ask a team owner for an invite link.
+        </p>
+      )}
     </form>
   );
 }

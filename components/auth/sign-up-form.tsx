@@ -17,7 +17,7 @@ import { ErrorBanner } from "../ui/states";
  * Sign-up validates with the server's own schema, then signs the new user in and goes to
  * `callbackUrl` (a path of this site: an invite link, for one) or the pipelines.
  */
-export function SignUpForm({ callbackUrl }: { callbackUrl?: string }) {
+export function SignUpForm({ callbackUrl, invite }: { callbackUrl?: string; invite?: string }) {
   const router = useRouter();
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [pending, setPending] = useState(false);
@@ -35,6 +35,7 @@ export function SignUpForm({ callbackUrl }: { callbackUrl?: string }) {
           password: data.password,
           name: data.name || undefined,
           teamName: data.teamName || undefined,
+          ...(invite ? { invite } : {}),
         };
         const parsed = SignUpBody.safeParse(input);
         if (!parsed.success) return setErrors(fieldErrors(parsed.error));
@@ -71,14 +72,16 @@ export function SignUpForm({ callbackUrl }: { callbackUrl?: string }) {
           {...invalid("password")}
         />
       </Field>
-      <Field
-        id="teamName"
-        label="Team name"
-        error={errors.teamName}
-        hint="Optional: defaults to the name in your email address."
-      >
-        <Input id="teamName" name="teamName" autoComplete="organization" {...invalid("teamName")} />
-      </Field>
+      {invite ? null : (
+        <Field
+          id="teamName"
+          label="Team name"
+          error={errors.teamName}
+          hint="Optional: defaults to the name in your email address."
+        >
+          <Input id="teamName" name="teamName" autoComplete="organization" {...invalid("teamName")} />
+        </Field>
+      )}
       <Button type="submit" className="w-full" disabled={pending}>
         {pending ? "Creating account…" : "Create account"}
       </Button>

@@ -40,7 +40,9 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
     o.format === "parquet" ? "Parquet" : o.compression === "gzip" ? "JSONL, gzip" : "JSONL",
     o.dedupe ? "duplicates removed" : null,
     o.validate ? `validated (${o.validate})` : null,
-    o.split ? `split ${Math.round(o.split.validation * 100)}% validation (seed ${o.split.seed})` : null,
+    o.split
+      ? `split ${Math.round(o.split.validation * 100)}% validation (seed ${o.split.seed}${o.split.by === "group" ? ", by group" : ""})`
+      : null,
     o.tokenizer ? `tokens counted with ${o.tokenizer}` : null,
     o.maxTokens !== undefined ? `at most ${n(o.maxTokens)} tokens` : null,
   ].filter(Boolean);

@@ -14,7 +14,13 @@ export function optionsFromForm(data: FormData): Record<string, unknown> {
     dedupe: data.get("dedupe") === "on",
     ...(data.get("validate") === "on" ? { validate: "openai-chat" } : {}),
     ...(data.get("split") === "on"
-      ? { split: { validation: Number(text("validation")) / 100, seed: Number(text("splitSeed") || "0") } }
+      ? {
+          split: {
+            validation: Number(text("validation")) / 100,
+            seed: Number(text("splitSeed") || "0"),
+            ...(data.get("splitByGroup") === "on" ? { by: "group" } : {}),
+          },
+        }
       : {}),
     ...(tokenizer ? { tokenizer } : {}),
     ...(tokenizer && text("maxTokens") ? { maxTokens: Number(text("maxTokens")) } : {}),
@@ -107,6 +113,13 @@ export function DatasetOptionsFields({
           <Field id="dataset-split-seed" label="Split seed">
             <Input id="dataset-split-seed" name="splitSeed" type="number" min={0} defaultValue={0} />
           </Field>
+          <div className="col-span-2">
+            <Check
+              name="splitByGroup"
+              label="Keep each group on one side"
+              hint="A conversation's samples (one groupId), or one request's n choices, go to the same file."
+            />
+          </div>
         </div>
       ) : null}
       <div className="grid grid-cols-2 gap-3">

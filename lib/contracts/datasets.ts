@@ -81,7 +81,9 @@ export const DatasetSchema = z.object({
     format: z.enum(["jsonl", "parquet"]),
     compression: z.enum(["none", "gzip"]),
     dedupe: z.boolean(),
-    split: z.strictObject({ validation: z.number(), seed: z.number().int() }).optional(),
+    split: z
+      .strictObject({ validation: z.number(), seed: z.number().int(), by: z.enum(["sample", "group"]).optional() })
+      .optional(),
     validate: z.enum(["openai-chat"]).optional(),
     tokenizer: z.string().optional(),
     maxTokens: z.number().int().optional(),

@@ -17,5 +17,9 @@ export const SignUpInput = UserInput.extend({
 });
 export type SignUpInput = z.input<typeof SignUpInput>;
 
-/** The sign-up request body: unknown fields are refused, as everywhere in the API. */
-export const SignUpBody = z.strictObject(SignUpInput.shape);
+/**
+ * The sign-up request body: unknown fields are refused, as everywhere in the API. With `invite`
+ * (an invite link's token) the new user joins that team, with the invite's role, instead of
+ * getting a team of their own.
+ */
+export const SignUpBody = z.strictObject({ ...SignUpInput.shape, invite: z.string().min(1).max(200).optional() });

@@ -189,8 +189,11 @@ const COLUMNS: Record<RowColumns, SQL> = {
  * lines alone 1.42 s, with the side 2.31 s, 2.49 s with arithmetic on the bytes' hex text
  * instead. SHA-256 is most of the rest (Postgres sets up a hash context per call).
  */
-export function splitSideSql(split: { validation: number; seed: number }): SQL {
-  const digest = sql`sha256(convert_to(${`${split.seed}:`} || s.id, 'UTF8'))`;
+export function splitSideSql(split: { validation: number; seed: number; by?: "sample" | "group" }): SQL {
+  // by group: a conversation's turns (one groupId), or one captured request's n choices, share a
+  // side; by sample, near-copies of a validation sample could sit in train (optimistic losses).
+  const key = split.by === "group" ? sql`coalesce(s.group_id, s.generation->>'requestId', s.id)` : sql`s.id`;
+  const digest = sql`sha256(convert_to(${`${split.seed}:`} || ${key}, 'UTF8'))`;
   const bound = Math.ceil(split.validation * 2 ** 48);
   if (bound >= 2 ** 48) return sql`1`; // every 6 bytes are below it
   return sql`(${digest} < decode(${bound.toString(16).padStart(12, "0")}, 'hex'))::int`;
@@ -205,7 +208,7 @@ function copyStatement(
   job: Pick<DatasetJob, "pipelineId" | "selection">,
   bound: NonNullable<SelectionBound>,
   columns: RowColumns,
-  split: { validation: number; seed: number } | undefined,
+  split: { validation: number; seed: number; by?: "sample" | "group" } | undefined,
 ): string {
   const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound });
   const query = new PgDialect().sqlToQuery(sql`
@@ -245,7 +248,7 @@ export async function* datasetRows(
   db: DbOrTx,
   job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
   columns: RowColumns,
-  split?: { validation: number; seed: number },
+  split?: { validation: number; seed: number; by?: "sample" | "group" },
   signal?: AbortSignal,
 ): AsyncGenerator<CopyRowBatch> {
   if (!job.bound) return;

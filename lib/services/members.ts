@@ -251,20 +251,30 @@ export async function inviteOf(db: DbOrTx, token: string): Promise<{ team: Team;
  */
 export async function acceptInvite(db: DbOrTx, input: { token: string; userId: string }): Promise<Team> {
   return db.transaction(async (tx) => {
-    const [row] = await tx
-      .select({ invite: teamInvites, team: teams })
-      .from(teamInvites)
-      .innerJoin(teams, eq(teams.id, teamInvites.teamId))
-      .where(usable(hashToken(input.token)))
-      .for("update", { of: teamInvites });
-    if (!row) throw invalidInvite();
+    const { team, role } = await takeInvite(tx, input.token);
     const joined = await tx
       .insert(memberships)
-      .values({ userId: input.userId, teamId: row.team.id, role: row.invite.role })
+      .values({ userId: input.userId, teamId: team.id, role })
       .onConflictDoNothing()
       .returning({ userId: memberships.userId });
-    if (joined.length === 0) throw conflict(`You are a member of ${row.team.name} already.`, "token");
-    await tx.delete(teamInvites).where(eq(teamInvites.id, row.invite.id));
-    return row.team;
+    // Rolled back with the invite's use: it stays for whom it was meant.
+    if (joined.length === 0) throw conflict(`You are a member of ${team.name} already.`, "token");
+    return team;
   });
+}
+
+/**
+ * Uses an invite up, within the caller's transaction (locked first: of two, one gets it), and
+ * says which team and role it gave; an unusable one is a 404 naming `token`.
+ */
+export async function takeInvite(tx: DbOrTx, token: string): Promise<{ team: Team; role: TeamRole }> {
+  const [row] = await tx
+    .select({ invite: teamInvites, team: teams })
+    .from(teamInvites)
+    .innerJoin(teams, eq(teams.id, teamInvites.teamId))
+    .where(usable(hashToken(token)))
+    .for("update", { of: teamInvites });
+  if (!row) throw invalidInvite();
+  await tx.delete(teamInvites).where(eq(teamInvites.id, row.invite.id));
+  return { team: row.team, role: row.invite.role };
 }

@@ -5,6 +5,7 @@ import { memberships, users, type Team, type User } from "../db/schema";
 import { ApiError, conflict, fromZodError, notFound } from "../errors";
 import { hashPassword, needsRehash, verifyNothing, verifyPassword } from "../auth/password";
 import { newId, randomToken } from "../ids";
+import { takeInvite } from "./members";
 import { createTeam } from "./teams";
 import { logger } from "../observe/log";
 
@@ -83,12 +84,25 @@ export function slugify(text: string): string {
  * Sign-up: a new user who owns a new team, in one transaction. The team slug comes from the
  * team name (or the email's local part); a taken slug gets a random suffix.
  */
-export async function signUp(db: DbOrTx, input: SignUpInput): Promise<{ user: User; team: Team }> {
+export async function signUp(
+  db: DbOrTx,
+  input: SignUpInput & { invite?: string },
+): Promise<{ user: User; team: Team }> {
   const parsed = SignUpInput.safeParse(input);
   if (!parsed.success) throw fromZodError(parsed.error);
   const { email, password, name, teamName } = parsed.data;
   const base = slugify(teamName || email.split("@")[0]!);
   const prepared = await prepareUser({ email, password, name }); // hashed before the transaction
+  if (input.invite !== undefined) {
+    // Through an invite link: the user joins its team with its role, and has no team of their own.
+    const token = input.invite;
+    return db.transaction(async (tx) => {
+      const { team, role } = await takeInvite(tx, token).catch((err: unknown) => {
+        throw err instanceof ApiError && err.status === 404 ? notFound(err.message, "invite") : err;
+      });
+      return { user: await insertUser(tx, prepared, { teamId: team.id, role }), team };
+    });
+  }
   return db.transaction(async (tx) => {
     let team: Team | undefined;
     for (let attempt = 0; !team; attempt++) {

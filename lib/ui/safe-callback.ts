@@ -20,3 +20,14 @@ export function safeCallback(url: string | undefined | null): string {
   if (resolved.pathname.startsWith("//")) return fallback;
   return `${resolved.pathname}${resolved.search}${resolved.hash}`;
 }
+
+/** The invite token of a callback that is an invite link's page (`/invite/<token>`), or null. */
+export function inviteIn(url: string | undefined | null): string | null {
+  const m = /^\/invite\/([^/?#]+)$/.exec(safeCallback(url));
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]!);
+  } catch {
+    return null;
+  }
+}

@@ -317,6 +317,40 @@ describe("dataset options", () => {
     expect(parseLines(train.toString()).length + parseLines(validation.toString()).length).toBe(rows.length);
   });
 
+  it("split by group: a conversation's samples (one groupId) all go to one side, by the documented key", async () => {
+    const p = (await api.post("/v1/pipelines/create", { name: "grouped" })).json.id as string;
+    const samples = Array.from({ length: 60 }, (_, i) => ({
+      messages: conv(["user", `turn ${i}`], ["assistant", `reply ${i}`]),
+      ...(i < 48 ? { groupId: `conv-${i % 12}` } : {}), // 12 conversations of 4 turns; 12 alone
+    }));
+    const added = await api.post(`/v1/pipelines/${p}/add-batch`, { samples });
+    expect(added.status, added.text).toBe(200);
+    const ids = (added.json.results as { id: string }[]).map((r) => r.id);
+    const split = { validation: 0.5, seed: 4 };
+    // The key of each sample: its conversation, or (alone) its own id.
+    const key = (i: number) => (i < 48 ? `conv-${i % 12}` : ids[i]!);
+    // By sample (the default), some conversation lands on both sides: its turns leak into validation.
+    const bySample = new Map<string, Set<string>>();
+    for (let i = 0; i < 48; i++) bySample.set(key(i), (bySample.get(key(i)) ?? new Set()).add(side(ids[i]!, split)));
+    expect([...bySample.values()].some((sides) => sides.size === 2)).toBe(true);
+
+    const made = await api.post(`/v1/pipelines/${p}/create-dataset`, {
+      name: "by-group",
+      split: { ...split, by: "group" },
+    });
+    expect(made.status, made.text).toBe(200);
+    const ready = await waitForStatus(api, made.json.id, "READY");
+    expect(ready.options.split).toEqual({ ...split, by: "group" });
+    const sideOf = new Map<string, string>();
+    for (const name of ["train", "validation"] as const)
+      for (const line of parseLines((await downloadBytes(api, ready.id, name)).toString()) as { messages: Msg[] }[])
+        sideOf.set(line.messages[0]!.content, name);
+    expect(sideOf.size).toBe(60);
+    // Each sample on the side of its key's hash: a conversation's turns together.
+    for (let i = 0; i < 60; i++) expect(sideOf.get(`turn ${i}`), `turn ${i}`).toBe(side(key(i), split));
+    expect(new Set(sideOf.values()).size).toBe(2); // both sides used
+  });
+
   it("keeps the selection frozen with options: samples added afterwards are in no file", async () => {
     const res = await api.post(`/v1/pipelines/${pipelineId}/create-dataset`, {
       name: "frozen-options",

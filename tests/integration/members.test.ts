@@ -1,10 +1,15 @@
 // Team members and invite links on the dashboard's endpoints: who may do what, the last owner,
 // another team's ids, and a removed member losing the team (its running stream included).
 import { describe, expect, it } from "vitest";
+import { teams, users } from "@/lib/db/schema";
+import { createInvite } from "@/lib/services/members";
+import { createTeam } from "@/lib/services/teams";
+import { createUser } from "@/lib/services/users";
 import { toPlaygroundSearch } from "@/lib/ui/playground-query";
 import { baseUrl, client } from "../helpers/context";
 import { makeDeployment, noEosBias, parseSse } from "../helpers/deployments";
-import { cookiesOf, newUser } from "../helpers/session";
+import { ownWorld } from "../helpers/own-world";
+import { cookiesOf, email, newUser, PASSWORD, signIn, signUp } from "../helpers/session";
 
 /** The dashboard's JSON endpoints with a session cookie, every method. */
 const as = (cookie: string) => ({
@@ -233,4 +238,64 @@ describe("members", () => {
       error: { type: "forbidden", message: "You are no longer a member of this team." },
     });
   });
+});
+
+describe("signing up with an invite link", () => {
+  it("joins the invite's team with its role, with no team of one's own, and uses the invite up", async () => {
+    const owner = await newUser("Join Labs");
+    const made = await as(owner.cookie).post("/api/ui/team/invites", { role: "member" });
+    const token = new URL(made.json.url as string).pathname.split("/").pop()!;
+    const address = email();
+    const res = await signUp({ email: address, password: PASSWORD, invite: token });
+    expect(res.status, res.text).toBe(201);
+    expect(res.json.team.id).toBe(owner.team.id);
+    const cookie = await signIn(address);
+    expect((await as(cookie).get("/api/ui/team/members")).json.map((m: { email: string }) => m.email).sort()).toEqual(
+      [owner.email, address].sort(),
+    );
+    // The invite is used up; an unknown one creates nobody.
+    const again = await signUp({ email: email(), password: PASSWORD, invite: token });
+    expect(again.status).toBe(404);
+    expect(again.json.error.param).toBe("invite");
+  });
+
+  it("is the only way in with SIGN_UP=invite: the pages and the API say so", async () => {
+    const world = await ownWorld("invite-only", { app: { SIGN_UP: "invite" } });
+    try {
+      const url = world.app.url;
+      const post = (body: object) =>
+        fetch(`${url}/api/ui/sign-up`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+      const refused = await post({ email: email(), password: PASSWORD });
+      expect(refused.status).toBe(403);
+      expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/invite link/);
+      expect(await world.handle.db.select().from(users)).toEqual([]); // nobody made
+      const page = await (await fetch(`${url}/sign-up`)).text();
+      expect(page).toContain("Accounts are made with an invite link");
+      expect(page).not.toContain("Create account</button>");
+      expect(await (await fetch(`${url}/sign-in`)).text()).toContain("Ask a team owner for an invite link");
+
+      const team = await createTeam(world.handle.db, { slug: "invite-only" });
+      const owner = await createUser(world.handle.db, {
+        email: email(),
+        password: PASSWORD,
+        teamId: team.id,
+        role: "owner",
+      });
+      const { token } = await createInvite(world.handle.db, { teamId: team.id, role: "member", createdBy: owner.id });
+      const invited = await (
+        await fetch(`${url}/sign-up?callbackUrl=${encodeURIComponent(`/invite/${token}`)}`)
+      ).text();
+      expect(invited).toContain("You join the team that invited you");
+      const joined = await post({ email: email(), password: PASSWORD, invite: token });
+      expect(joined.status).toBe(201);
+      expect(((await joined.json()) as { team: { id: string } }).team.id).toBe(team.id);
+      expect(await world.handle.db.select().from(teams)).toHaveLength(1); // no team of their own
+    } finally {
+      await world.close();
+    }
+  }, 120_000);
 });
