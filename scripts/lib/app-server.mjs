@@ -173,6 +173,7 @@ const NOT_PROXIED = `0:${process.env.LMP_PROXIED_NONCE}`;
 const server = http.createServer((req, res) => {
   req.headers[PROXIED_HEADER] = FORWARDING.some((h) => req.headers[h] !== undefined) ? "1" : NOT_PROXIED;
   req.headers[CLIENT_ADDRESS_HEADER] = clientAddress(req);
+  if (malformedApiPath(req.url ?? "")) return void refuseMalformedPath(req, res);
   const found = route(req.url ?? "");
   if (!found) return void handle(req, res);
   req.url = found.url;
@@ -188,6 +189,42 @@ const server = http.createServer((req, res) => {
     }
   });
 });
+
+/**
+ * An API path (`/v1/…`, a deployment's, the dashboard's `/api/…`) with a percent-escape that does
+ * not decode (`/v1/pipelines/%E0%A4%A`): Next.js answered it with its HTML 400 page, without the
+ * error body, the request id or CORS that every other answer of these routes has.
+ */
+function malformedApiPath(url) {
+  const pathname = url.split("?")[0];
+  if (!/^\/(v1|deployments|api)\//.test(pathname)) return false;
+  try {
+    decodeURIComponent(pathname);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+function refuseMalformedPath(req, res) {
+  const requestId = `req_${randomBytes(16).toString("hex")}`;
+  res.writeHead(400, {
+    "content-type": "application/json; charset=utf-8",
+    "x-request-id": requestId,
+    "access-control-allow-origin": "*",
+    "access-control-expose-headers": "x-request-id",
+  });
+  res.end(
+    JSON.stringify({
+      error: {
+        type: "invalid_request",
+        message: `The URL's path has a malformed percent-escape (request id ${requestId}).`,
+        param: "path",
+      },
+    }),
+  );
+  req.resume();
+}
 
 let stopping = false;
 const stop = (signal) => {

@@ -353,6 +353,17 @@ describe("values the database cannot take", () => {
         param: "body",
       });
     }
+    // A percent-escape that does not decode: the error body and a request id, as every other
+    // answer (before: Next.js's HTML 400 page).
+    for (const path of ["/v1/pipelines/%E0%A4%A", `${dep.path}%E0`]) {
+      const r = await fetch(baseUrl + path, { method: "POST", headers: { authorization: `Bearer ${team.apiKey}` } });
+      expect({ path, status: r.status, param: ((await r.json()) as any).error?.param }).toEqual({
+        path,
+        status: 400,
+        param: "path",
+      });
+      expect(r.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
+    }
     // A deployment's GET stream takes plain decimal numbers only (before: length=0x10 ran 16 tokens).
     for (const query of ["length=0x10", "top_k=0b101", "temperature=Infinity"]) {
       const r = await fetch(`${dep.url}?text=hi&${query}`, { headers: { authorization: `Bearer ${team.modelKey}` } });
