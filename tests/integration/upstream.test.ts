@@ -401,6 +401,16 @@ describe("relaying the stream", () => {
     ]);
   });
 
+  it("an upstream that sends fewer choices than n asked is a 502, not empty answers (nothing captured)", async () => {
+    const team = await makeTeam();
+    const up = await fake("openai", { type: "raw", writes: [ev("Hi", "stop") + usage + "data: [DONE]\n\n"] });
+    const dep = await upstreamDeployment(team, { kind: "openai", urls: [up.url], model: "m" });
+    const res = await complete(dep, team.modelKey, { prompt: "Hi", n: 3 });
+    expect(res.status, res.text).toBe(502);
+    expect(res.json.error.message).toMatch(/sent 1 of the 3 choices/); // before: 200, two empty "stop" choices
+    expect((await complete(dep, team.modelKey, { prompt: "Hi" })).status).toBe(200); // n = 1 is whole
+  });
+
   it("ends the client's response at the upstream's [DONE], and keeps the upstream connection for the next request", async () => {
     const team = await makeTeam();
     let release!: () => void;

@@ -98,8 +98,12 @@ describe("the upstream's server-sent events", () => {
 
   it("the end finishes the choices the upstream left open after [DONE], and refuses a stream cut short", () => {
     const done = new UpstreamEventParser(request({ n: 2 }), "vLLM");
-    done.push(event("a", "stop", 0) + "data: [DONE]\n\n");
+    done.push(event("a", "stop", 0) + event("b", null, 1) + "data: [DONE]\n\n");
     expect(done.end().map((e) => e.type + ("index" in e ? e.index : ""))).toEqual(["finish1", "done"]);
+    // A choice it never sent a word of (a server that ignores n) is not an empty answer.
+    const short = new UpstreamEventParser(request({ n: 2 }), "vLLM");
+    short.push(event("a", "stop", 0) + "data: [DONE]\n\n");
+    expect(() => short.end()).toThrow("the vLLM upstream sent 1 of the 2 choices asked for");
 
     const cut = new UpstreamEventParser(request(), "vLLM");
     cut.push(event("a"));
@@ -206,9 +210,10 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
       const shape = SHAPES[names[seed % names.length]!]!;
       const n = rnd() < 0.2 ? 2 : 1;
       const lines: string[] = [];
-      const count = 1 + Math.floor(rnd() * 40);
+      const count = Math.max(n, 1 + Math.floor(rnd() * 40));
       for (let k = 0; k < count; k++) {
-        const index = n === 2 && rnd() < 0.5 ? 1 : 0;
+        // n = 2: each choice sent at least once (first choice 1, then 0), then either.
+        const index = n === 2 && k < 2 ? 1 - k : n === 2 && rnd() < 0.5 ? 1 : 0;
         let text = "";
         for (let p = Math.floor(rnd() * 4); p >= 0; p--) text += PIECES[Math.floor(rnd() * PIECES.length)];
         if (rnd() < 0.05) text = "";

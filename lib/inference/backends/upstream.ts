@@ -525,6 +525,8 @@ export class UpstreamEventParser {
   /** Off once a template went unused: this stream's events do not repeat. */
   private templating = true;
   private readonly finished = new Set<number>();
+  /** The choices the upstream sent anything of (text, logprobs or a finish). */
+  private readonly seen = new Set<number>();
   private usage: GenerationUsage | undefined;
   private counted = 0;
   /** The upstream sent `data: [DONE]`: whatever follows is ignored. */
@@ -606,6 +608,15 @@ export class UpstreamEventParser {
     const n = this.request.n ?? 1;
     if (!this.sawDone && this.finished.size < n)
       throw new InferenceError(502, "internal", `the ${this.backend} upstream closed the stream before it finished`);
+    // A choice the server never sent a word of (one that ignores n): not an empty answer that
+    // ended normally, which capture would have stored as a training sample.
+    const missing = Array.from({ length: n }, (_, i) => i).filter((i) => !this.seen.has(i) && !this.finished.has(i));
+    if (missing.length > 0)
+      throw new InferenceError(
+        502,
+        "internal",
+        `the ${this.backend} upstream sent ${n - missing.length} of the ${n} choices asked for (does it take n?)`,
+      );
     const out: GenerationStreamEvent[] = [];
     for (let i = 0; i < n; i++)
       if (!this.finished.has(i)) out.push({ type: "finish", index: i, finish_reason: "stop", stop: null });
@@ -628,6 +639,7 @@ export class UpstreamEventParser {
     if (choices)
       for (const c of choices) {
         const index = c.index ?? 0;
+        this.seen.add(index);
         const text = textOf(c);
         const logprobs = c.logprobs ? toLogprobs(c.logprobs, this.request.logprobs ?? 0) : undefined;
         if (text || logprobs?.length) this.delta(index, text, logprobs, out);
