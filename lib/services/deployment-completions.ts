@@ -123,16 +123,18 @@ export async function generateOnDeployment(
     return result;
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, { worker, used }, call.requestId, end);
+    // A refusal (a 4xx: bad parameters, context length) used nothing: nobody to ask.
+    const refused = err instanceof ApiError && err.status < 500;
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker, used }, call.requestId, end);
     throw err;
   }
 }
 
 /**
- * Ends a completion; one its client left is charged what it had used by then, so that leaving
- * just before the end does not make a generation free of the key's tokens per minute: the
- * worker's count (it keeps it by request id: GET /usage; asked in the background, nobody waits),
- * or an upstream's (what it reported, else the tokens it streamed).
+ * Ends a completion; one its client left, or that failed midway, is charged what it had used by
+ * then, so that leaving just before the end does not make a generation free of the key's tokens
+ * per minute: the worker's count (it keeps it by request id: GET /usage; asked in the background,
+ * nobody waits), or an upstream's (what it reported, else the tokens it streamed).
  */
 function endLeft(
   outcome: CompletionOutcome,
@@ -142,7 +144,7 @@ function endLeft(
 ) {
   const charged = (u: GenerationUsage | null) =>
     end(u ? { ...outcome, promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens } : outcome);
-  if (outcome.status !== "cancelled") return end(outcome);
+  if (outcome.status === "ok") return end(outcome);
   if (used) return charged(used());
   if (!worker || !requestId) return end(outcome);
   void worker
@@ -173,7 +175,8 @@ export async function openStreamOnDeployment(
       : await withWorker(db, deployment, (client) => (worker = client).open(request, call), call.signal);
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, { worker }, call.requestId, end);
+    const refused = err instanceof ApiError && err.status < 500;
+    endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker }, call.requestId, end);
     throw err;
   }
   const capture = call.capture;

@@ -14,6 +14,7 @@ import {
   StreamUpdateEvent,
 } from "@/lib/contracts/deployments";
 import { CompletionsResponse } from "@/lib/contracts/openai";
+import { UsageResponse } from "@/lib/contracts/usage";
 import type { UpstreamKind } from "@/lib/contracts/upstream";
 import { deployments, workers } from "@/lib/db/schema";
 import { randomToken } from "@/lib/ids";
@@ -399,6 +400,21 @@ describe("relaying the stream", () => {
       { index: 0, completion: "", finish_reason: "length", stop: null },
       { usage: { prompt_tokens: 2, completion_tokens: 5, total_tokens: 7 } },
     ]);
+  });
+
+  it("a generation that breaks off after streaming is charged what it streamed (before: nothing)", async () => {
+    const team = await makeTeam();
+    const up = await fake("vllm", { type: "cut" }); // 200 and one token, then the connection closes
+    const dep = await upstreamDeployment(team, { kind: "vllm", urls: [up.url], model: "m" });
+    const { res, events } = await postStream(dep.url, team.modelKey, { prompt: "Hi" });
+    expect(res.status).toBe(200);
+    expect(events.at(-1)!.event).toBe("error");
+    const today = new Date().toISOString().slice(0, 10);
+    await expect
+      .poll(async () => UsageResponse.parse((await client(team.apiKey).get("/v1/usage?groupBy=day")).json).data, {
+        timeout: 10_000,
+      })
+      .toEqual([{ day: today, requests: 1, prompt_tokens: 0, completion_tokens: 1 }]);
   });
 
   it("an upstream that sends fewer choices than n asked is a 502, not empty answers (nothing captured)", async () => {

@@ -869,7 +869,13 @@ export class Scheduler {
     if (this.prefilling) jobs.add(this.prefilling);
     for (const job of jobs) {
       job.done = true;
-      job.channel.end(error);
+      // Each with what it had used (its prompt, once prefilled, and the tokens drawn): the app
+      // charges it as it charges a cancelled one (before, a generation that failed after streaming
+      // tokens counted none).
+      const used = usageOf(job, job.prefilled > 0 || this.prefilling !== job);
+      job.channel.end(
+        Object.assign(new EngineError(error.code, error.message, error.param, error.reason), { usage: used }),
+      );
     }
     this.rows = [];
     this.joiners = [];

@@ -211,7 +211,7 @@ export async function startInferenceServer(opts: InferenceServerOptions): Promis
         }
       }
     } catch (e) {
-      used ??= (e as { usage?: GenerationUsage }).usage; // what a cancelled generation had used
+      used ??= (e as { usage?: GenerationUsage }).usage; // what a cancelled (or failed) generation had used
       if (!controller.signal.aborted) {
         if (toHttpError(e).status >= 500) log(`${requestId}: generation failed`, e);
         const error = toHttpError(e).body.error;
