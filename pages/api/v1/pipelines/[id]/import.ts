@@ -13,32 +13,35 @@ import { getPipeline } from "@/lib/services/pipelines";
 // buffered here, the request stream goes to the blob store as it arrives.
 export const config = { api: { bodyParser: false } };
 
-export default nodeApiRoute({ method: "POST", params: ["id"], status: 202 }, async ({ req, handle, principal, params }) => {
-  // The pipeline first: nothing is read for an unknown (or another team's) pipeline.
-  const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
-  const type = req.headers["content-type"]?.split(";")[0]!.trim().toLowerCase();
-  if (type && !(IMPORT_CONTENT_TYPES as readonly string[]).includes(type)) {
-    throw invalidRequest(
-      `An import's body is JSON Lines (Content-Type: application/x-ndjson), not '${type}'.`,
-      "Content-Type",
-    );
-  }
-  // gzip is recognised by its first bytes (lib/services/imports.ts), labelled or not.
-  const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
-  if (encoding && encoding !== "gzip" && encoding !== "identity") {
-    throw invalidRequest(
-      `An import's body may be gzipped (Content-Encoding: gzip), not '${encoding}'.`,
-      "Content-Encoding",
-    );
-  }
-  const max = env().IMPORT_MAX_BYTES;
-  if (Number(req.headers["content-length"] ?? 0) > max) throw payloadTooLarge(max);
-  const row = await createImport(handle.db, blobStore(), {
-    teamId: principal.team.id,
-    pipelineId: pipeline.id,
-    body: req,
-    maxBytes: max,
-    maxRunning: teamLimits(principal.team).importJobs,
-  });
-  return toImportDto(row);
-});
+export default nodeApiRoute(
+  { method: "POST", params: ["id"], status: 202 },
+  async ({ req, handle, principal, params }) => {
+    // The pipeline first: nothing is read for an unknown (or another team's) pipeline.
+    const pipeline = await getPipeline(handle.db, { teamId: principal.team.id, id: params.id! });
+    const type = req.headers["content-type"]?.split(";")[0]!.trim().toLowerCase();
+    if (type && !(IMPORT_CONTENT_TYPES as readonly string[]).includes(type)) {
+      throw invalidRequest(
+        `An import's body is JSON Lines (Content-Type: application/x-ndjson), not '${type}'.`,
+        "Content-Type",
+      );
+    }
+    // gzip is recognised by its first bytes (lib/services/imports.ts), labelled or not.
+    const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
+    if (encoding && encoding !== "gzip" && encoding !== "identity") {
+      throw invalidRequest(
+        `An import's body may be gzipped (Content-Encoding: gzip), not '${encoding}'.`,
+        "Content-Encoding",
+      );
+    }
+    const max = env().IMPORT_MAX_BYTES;
+    if (Number(req.headers["content-length"] ?? 0) > max) throw payloadTooLarge(max);
+    const row = await createImport(handle.db, blobStore(), {
+      teamId: principal.team.id,
+      pipelineId: pipeline.id,
+      body: req,
+      maxBytes: max,
+      maxRunning: teamLimits(principal.team).importJobs,
+    });
+    return toImportDto(row);
+  },
+);
