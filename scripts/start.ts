@@ -12,7 +12,7 @@ import { EnvError, parseEnv } from "@/lib/env";
 import { errorCause } from "@/lib/observe/error-cause";
 import { workerSecret } from "@/lib/internal-secret";
 import { freePort } from "@/lib/net/free-port";
-import { prepareDemoUser, seedDemo, type DemoCredentials } from "@/lib/services/demo";
+import { prepareDemoUser, repointDemoModel, seedDemo, type DemoCredentials } from "@/lib/services/demo";
 import { appProcessArgs, workerProcessArgs } from "./lib/app-process";
 import { ensureBuild } from "./lib/build";
 import { embeddedPaths, startAppEmbeddedDb } from "./lib/database";
@@ -107,6 +107,8 @@ async function main(): Promise<void> {
   await migrateDatabase(databaseUrl);
   const handle = connect(databaseUrl, { max: 1 });
   const demo = await seedDemo(handle.db, { demoModel, demoUser });
+  if (!demo && (await repointDemoModel(handle.db, demoModel)))
+    console.log(`The demo deployment now serves the tiny model from ${demoModel} (DATA_DIR moved).`);
   // The database's clock (the worker's row is stamped by it): rows older than this are not its.
   const [{ now: launchedAt }] = (await handle.sql`select now()::text as now`) as unknown as [{ now: string }];
   await handle.close();

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import type { Db, DbOrTx } from "../db/client";
 import { teams } from "../db/schema";
@@ -58,4 +59,20 @@ export async function seedDemo(
       deploymentName: deployment?.name ?? null,
     };
   });
+}
+
+/**
+ * The demo deployment (team `demo`, deployment `demo`) still naming the tiny model where an
+ * earlier DATA_DIR kept it, now gone (the folder moved, `DATA_DIR` set to the new place), is
+ * pointed at `demoModel`: before, it failed with not_found for good while the launcher generated
+ * the model anew in the new place. A deployment an operator pointed elsewhere is left alone.
+ */
+export async function repointDemoModel(db: DbOrTx, demoModel: string): Promise<boolean> {
+  const [row] = await db.execute<{ id: string; model: string }>(sql`
+    select d.id, d.model from deployments d join teams t on t.id = d.team_id
+    where t.slug = 'demo' and d.name = 'demo' and d.upstream_kind is null`);
+  if (!row || row.model === demoModel || !/[\\/]models[\\/]tiny$/.test(row.model) || existsSync(row.model))
+    return false;
+  await db.execute(sql`update deployments set model = ${demoModel} where id = ${row.id}`);
+  return true;
 }
