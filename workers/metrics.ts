@@ -1,4 +1,4 @@
-import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import type { Engine } from "./engine/engine";
 
 /**
@@ -9,17 +9,8 @@ import type { Engine } from "./engine/engine";
 export function workerMetrics(engine: Engine): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const sum = async (
-    field:
-      | "queued"
-      | "running"
-      | "kvBytes"
-      | "promptCacheBytes"
-      | "promptCacheHits"
-      | "promptCachePrefixTokens"
-      | "promptCacheAnswers"
-      | "promptCacheRoom",
-  ) => (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
+  const sum = async (field: "queued" | "running" | "kvBytes" | "promptCacheBytes" | "promptCacheRoom") =>
+    (await engine.loadStats()).reduce((a, s) => a + Number(s[field] ?? 0), 0);
   new Gauge({
     name: "lmp_engine_queue_depth",
     help: "Generation requests waiting for a batch slot, all models of the worker.",
@@ -52,28 +43,31 @@ export function workerMetrics(engine: Engine): Registry {
       this.set(await sum("promptCacheBytes"));
     },
   });
-  new Gauge({
+  new Counter({
     name: "lmp_prompt_cache_hits",
-    help: "Requests whose prefill a prompt cache answered, since their models were loaded.",
+    help: "Requests whose prefill a prompt cache answered, since the worker started (models unloaded since included).",
     registers: [registry],
     async collect() {
-      this.set(await sum("promptCacheHits"));
+      this.reset();
+      this.inc((await engine.counts()).promptCacheHits);
     },
   });
-  new Gauge({
+  new Counter({
     name: "lmp_prompt_cache_prefix_tokens",
-    help: "Prompt tokens not prefilled because a kept prompt (or chat answer) of the same team began with them, since their models were loaded.",
+    help: "Prompt tokens not prefilled because a kept prompt (or chat answer) of the same team began with them, since the worker started (models unloaded since included).",
     registers: [registry],
     async collect() {
-      this.set(await sum("promptCachePrefixTokens"));
+      this.reset();
+      this.inc((await engine.counts()).promptCachePrefixTokens);
     },
   });
-  new Gauge({
+  new Counter({
     name: "lmp_prompt_cache_answers",
-    help: "Finished chat answers whose caches were kept for their conversation's next turn, since their models were loaded.",
+    help: "Finished chat answers whose caches were kept for their conversation's next turn, since the worker started (models unloaded since included).",
     registers: [registry],
     async collect() {
-      this.set(await sum("promptCacheAnswers"));
+      this.reset();
+      this.inc((await engine.counts()).promptCacheAnswers);
     },
   });
   new Gauge({

@@ -34,11 +34,19 @@ export interface GenerateOptions {
   signal?: AbortSignal;
 }
 
+/** Scheduler stats that only grow while it lives (Engine.counts keeps them past its unloading). */
+const COUNTS = ["promptCacheHits", "promptCachePrefixTokens", "promptCacheAnswers"] as const;
 export class Engine {
   private registry: ModelRegistry | undefined;
   private readonly schedulers = new Map<string, Promise<Scheduler>>();
   /** Schedulers no longer wanted (retain), unloaded once their requests have finished. */
   private readonly retiring = new Map<string, Promise<Scheduler>>();
+  /** The counts of the schedulers unloaded so far, so that the worker's totals never go down. */
+  private readonly closedCounts: Record<(typeof COUNTS)[number], number> = {
+    promptCacheHits: 0,
+    promptCachePrefixTokens: 0,
+    promptCacheAnswers: 0,
+  };
   /** Cancels each scheduler's model load while it is in progress (a download). */
   private readonly loads = new Map<Promise<Scheduler>, AbortController>();
   /** The schedulers whose loads have finished, by their promise. */
@@ -102,6 +110,8 @@ export class Engine {
       if (this.retiring.get(key) !== s) return false;
       // A request that had the scheduler in hand before it retired: wait for it too.
       if (scheduler.busy) continue;
+      const closed = scheduler.stats();
+      for (const k of COUNTS) this.closedCounts[k] += Number(closed[k] ?? 0);
       scheduler.close();
       this.made.delete(scheduler);
       this.retiring.delete(key);
@@ -201,6 +211,13 @@ export class Engine {
    * Load figures of every model loaded (never loads one), for the worker's /health and metrics:
    * those being unloaded too while their last requests run (`retiring: 1`).
    */
+  /** The prompt caches' counts since the worker started: of the models loaded now, and of those unloaded. */
+  async counts(): Promise<Record<(typeof COUNTS)[number], number>> {
+    const out = { ...this.closedCounts };
+    for (const s of await this.loadStats()) for (const k of COUNTS) out[k] += Number(s[k] ?? 0);
+    return out;
+  }
+
   async loadStats(): Promise<Record<string, number | string>[]> {
     const out: Record<string, number | string>[] = [];
     for (const [map, retiring] of [

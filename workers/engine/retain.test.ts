@@ -113,10 +113,14 @@ describe("Engine.retain", () => {
     expect(draining).toMatchObject({ id: dir, dtype: "fp32", retiring: 1 });
     expect(Number(draining!.running) + Number(draining!.queued) + Number(draining!.prefilling)).toBeGreaterThan(0);
     expect(await textOf(events)).toBe(solo);
+    const counted = await engine.counts();
+    expect(counted.promptCacheHits).toBeGreaterThan(0); // the second run of the same prompt
 
     await expect.poll(() => unloaded, { timeout: 5_000 }).toEqual([`${dir} fp32`]);
     expect(released.count).toBe(1);
     expect(await engine.loadStats()).toEqual([]);
+    // The worker's counters keep what the unloaded model counted (before: they fell back to 0).
+    expect(await engine.counts()).toEqual(counted);
     await expect(engine.generate({ ...request, dtype: "fp32" })).rejects.toMatchObject({ code: "model_not_found" });
   });
 
