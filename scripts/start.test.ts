@@ -6,7 +6,7 @@ import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort } from "@/lib/net/free-port";
-import { embeddedUrl, freshDataDir, launch as launchOn, repoRoot, stop } from "./testing/launch";
+import { embeddedUrl, freshDataDir, launch as launchOn, repoRoot } from "./testing/launch";
 
 const dataDir = freshDataDir("start");
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -85,9 +85,13 @@ describe("npm start", () => {
       JSON.parse(readFileSync(path.join(dataDir, "embedded-db.json"), "utf8")) as { serverPid: number }
     ).serverPid;
 
-    expect(await stop(first)).toBe(0);
+    // A closed terminal (SIGHUP) stops it all as Ctrl-C does (before: the launcher died at once,
+    // and the database, in its own process group, ran on).
+    const hungUp = new Promise<number | null>((resolve) => first.child.once("exit", (code) => resolve(code)));
+    first.child.kill("SIGHUP");
+    expect(await hungUp).toBe(0);
     await expect(fetch(`${base}/api/health`)).rejects.toThrow();
-    // Ctrl-C stopped the database too, cleanly (no pid file left).
+    // The database stopped too, cleanly (no pid file left).
     expect(() => process.kill(serverPid, 0)).toThrow();
     expect(existsSync(path.join(dataDir, "pg", "postmaster.pid"))).toBe(false);
 

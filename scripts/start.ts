@@ -39,6 +39,8 @@ const supervisor = new Supervisor({
   },
 });
 let embedded: EmbeddedDb | undefined;
+/** The embedded database while it starts: a stop meanwhile waits for it, then stops it too. */
+let databaseStarting: Promise<void> | undefined;
 let stopping = false;
 /** SHUTDOWN_GRACE_SECONDS, once the environment has been read (its default before). */
 let graceMs = 30_000;
@@ -103,7 +105,8 @@ async function main(): Promise<void> {
   // did not know. Said at once instead (again: the build may have taken a while).
   await assertPortFree(e.PORT);
   supervisor.start("app", appProcessArgs(e.PORT), childEnv);
-  const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), startDatabase()]);
+  databaseStarting = startDatabase();
+  const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), databaseStarting]);
   await migrateDatabase(databaseUrl);
   const handle = connect(databaseUrl, { max: 1 });
   const demo = await seedDemo(handle.db, { demoModel, demoUser });
@@ -248,12 +251,21 @@ async function shutdown(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
   await supervisor.stop(graceMs);
+  // Stopped while the database was starting (Ctrl-C during a first start's initdb): before, it
+  // was left running, in its process group of its own, until the next start.
+  if (databaseStarting && !embedded) {
+    console.error("Waiting for the embedded PostgreSQL to finish starting, to stop it…");
+    await databaseStarting.catch(() => {});
+  }
   await embedded?.stop().catch(() => {});
   process.exit(code);
 }
 
 process.on("SIGINT", () => void shutdown(0));
 process.on("SIGTERM", () => void shutdown(0));
+// A closed terminal (an ssh session that dropped): the same orderly stop. Before, the launcher died
+// at once, and the database it runs in a process group of its own ran on.
+process.on("SIGHUP", () => void shutdown(0));
 
 main().catch(async (err: unknown) => {
   // The reason, not drizzle's "Failed query: …" wrapper (a refused connection, a wrong password).
