@@ -276,7 +276,16 @@ function readOrCreateSecret(dataDir: string): string {
   try {
     linkSync(tmp, file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err; // another process created it first: theirs
+    const code = (err as NodeJS.ErrnoException).code;
+    // A file system without hard links (exFAT, some network or container volumes): created in
+    // place then, exclusively, with the whole secret in one write.
+    if (code === "EPERM" || code === "ENOTSUP" || code === "ENOSYS" || code === "EOPNOTSUPP") {
+      try {
+        writeFileSync(file, readFileSync(tmp), { mode: 0o600, flag: "wx" });
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      }
+    } else if (code !== "EEXIST") throw err; // EEXIST: another process created it first: theirs
   } finally {
     rmSync(tmp, { force: true });
   }

@@ -105,8 +105,9 @@ async function main(): Promise<void> {
   // did not know. Said at once instead (again: the build may have taken a while).
   await assertPortFree(e.PORT);
   supervisor.start("app", appProcessArgs(e.PORT), childEnv);
-  databaseStarting = startDatabase();
-  const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), databaseStarting]);
+  const started = startDatabase();
+  if (!e.DATABASE_URL) databaseStarting = started; // a stop meanwhile waits to stop it
+  const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), started]);
   await migrateDatabase(databaseUrl);
   const handle = connect(databaseUrl, { max: 1 });
   const demo = await seedDemo(handle.db, { demoModel, demoUser });
@@ -254,8 +255,17 @@ async function shutdown(code: number): Promise<void> {
   // Stopped while the database was starting (Ctrl-C during a first start's initdb): before, it
   // was left running, in its process group of its own, until the next start.
   if (databaseStarting && !embedded) {
-    console.error("Waiting for the embedded PostgreSQL to finish starting, to stop it…");
-    await databaseStarting.catch(() => {});
+    const up = await Promise.race([
+      databaseStarting.then(
+        () => true,
+        () => false,
+      ),
+      new Promise<null>((r) => setTimeout(() => r(null), 100)),
+    ]);
+    if (up === null) {
+      console.error("Waiting for the embedded PostgreSQL to finish starting, to stop it…");
+      await databaseStarting.catch(() => {});
+    }
   }
   await embedded?.stop().catch(() => {});
   process.exit(code);

@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     blobs: blobStore(),
     intervalSeconds: e.MAINTENANCE_INTERVAL_SECONDS,
     batch: e.DELETE_BATCH_SIZE,
-    hubCache: { dir: hubOptionsFromEnv().cacheDir, keepHours: e.HUB_CACHE_KEEP_HOURS },
+    hubCache: { dir: hubOptionsFromEnv().cacheDir, keepHours: e.HUB_CACHE_KEEP_HOURS, alsoKeep: e.WORKER_MODELS },
   });
   logger().info(
     { worker: registration.id, address: server.url, models: engine.models },
@@ -159,6 +159,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  // A closed terminal: an orderly stop too (the launcher's children get it with it).
+  process.on("SIGHUP", () => void shutdown("SIGTERM"));
   // Started by the launcher with an IPC channel: when the launcher goes away (even killed with
   // -9), the channel closes and this worker stops as on SIGTERM, leaving no orphan behind.
   if (process.send) process.on("disconnect", () => void shutdown("launcher gone"));

@@ -25,8 +25,8 @@ export function startMaintenance(o: {
   blobs: BlobStore;
   intervalSeconds: number;
   batch: number;
-  /** The hub cache to sweep (sweepHubCache), unless keepHours is 0. */
-  hubCache?: { dir: string; keepHours: number };
+  /** The hub cache to sweep (sweepHubCache), unless keepHours is 0; `alsoKeep`: WORKER_MODELS. */
+  hubCache?: { dir: string; keepHours: number; alsoKeep?: string[] };
   log?: (line: string) => void;
 }): { stop: () => Promise<void> } {
   const log = o.log ?? ((line: string) => logger().info(line));
@@ -58,7 +58,8 @@ export function startMaintenance(o: {
       const hub = o.hubCache;
       if (hub && hub.keepHours > 0)
         await step("hub cache", async () => {
-          const swept = sweepHubCache(hub.dir, await modelsInUse(o.db), hub.keepHours * 3600_000);
+          const models = [...(await modelsInUse(o.db)), ...(hub.alsoKeep ?? [])];
+          const swept = sweepHubCache(hub.dir, models, hub.keepHours * 3600_000);
           if (swept.removed.length > 0)
             log(
               `[maintenance] removed ${swept.removed.join(", ")} from the hub cache (${(swept.bytes / 1e9).toFixed(2)} GB), ` +

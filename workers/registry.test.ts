@@ -24,5 +24,10 @@ describe("the worker registry", () => {
     await expect.poll(row, { timeout: 5_000 }).toMatchObject({ address: "http://10.0.0.7:4100", models: ["org/m#q4"] });
     await reg.stop();
     expect(await row()).toBeUndefined();
+    // A load's progress published after the stop writes nothing back (before: the row returned,
+    // and the app sent requests to a worker going away).
+    await reg.advertise({ modelStates: {} });
+    await new Promise((r) => setTimeout(r, 200)); // a few heartbeats' time
+    expect(await row()).toBeUndefined();
   });
 });

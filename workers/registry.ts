@@ -29,13 +29,19 @@ type Advertised = Parameters<Registration["advertise"]>[0];
 export async function registerWorker(db: Db, options: { heartbeatSeconds: number }): Promise<Registration> {
   const id = newId("worker");
   const advertised: Advertised = {};
+  let stopped = false;
+  let inFlight: Promise<void> = Promise.resolve();
   const register = () =>
     db
       .insert(workers)
       .values({ id, hostname: hostname(), pid: process.pid, ...advertised })
       .onConflictDoNothing({ target: workers.id });
-  /** Updates the row; writes it again when it is gone. */
-  const update = async (fields: Advertised) => {
+  /** Updates the row, one write at a time (a failed one does not hold the next back); writes it again when it is gone. */
+  const update = (fields: Advertised) => (inFlight = inFlight.catch(() => {}).then(() => write(fields)));
+  const write = async (fields: Advertised) => {
+    // Once stopped, nothing is written: a load's progress published after stop() wrote the row
+    // back, and the app sent requests to a server going away.
+    if (stopped) return;
     const rows = await db
       .update(workers)
       .set({ ...fields, heartbeatAt: sql`now()` })
@@ -60,7 +66,9 @@ export async function registerWorker(db: Db, options: { heartbeatSeconds: number
       await update(fields);
     },
     stop: async () => {
+      stopped = true;
       clearInterval(timer);
+      await inFlight.catch(() => {});
       await db.delete(workers).where(eq(workers.id, id));
     },
   };

@@ -243,6 +243,8 @@ const stop = (signal) => {
 };
 process.on("SIGTERM", () => stop("SIGTERM"));
 process.on("SIGINT", () => stop("SIGINT"));
+// A closed terminal: the launcher's children get it too; they drain as on SIGTERM, not die at once.
+process.on("SIGHUP", () => stop("SIGTERM"));
 
 server.once("error", (err) => {
   // One line, not a stack trace: the launcher checks the port first, `next start` users may not.

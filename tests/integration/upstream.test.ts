@@ -645,7 +645,7 @@ describe("resilience", () => {
       const res = await complete(dep, team.modelKey, { prompt: "Hi" });
       expect(res.status, res.text).toBe(200); // before: the 404 whenever the request landed on `missing`
     }
-    expect(missing.received.length).toBeGreaterThan(0); // tried, then passed over
+    expect(missing.received.length).toBeGreaterThan(0); // tried each time it came first, and the next URL answered
     const alone = await upstreamDeployment(team, { kind: "ollama", urls: [missing.url], model: "m" });
     const res = await complete(alone, team.modelKey, { prompt: "Hi" });
     expect(res.status).toBe(404);

@@ -56,11 +56,21 @@ describe("sweepHubCache", () => {
     snapshot(cache, "org/m", pinned, 30 * HOUR);
     mkdirSync(path.dirname(refFile(cache, "org/m", pinned)), { recursive: true });
     writeFileSync(refFile(cache, "org/m", pinned), pinned); // a deployment of org/m@<sha>
+    // org/m@v1 was deployed, then deleted: its ref and snapshot go too.
+    const v1 = "e".repeat(40);
+    snapshot(cache, "org/m", v1, 30 * HOUR);
+    writeFileSync(refFile(cache, "org/m", "v1"), v1);
+    const old = (Date.now() - 30 * HOUR) / 1000;
+    utimesSync(refFile(cache, "org/m", "v1"), old, old);
     const downloading = snapshotDir(cache, "org/m", "d".repeat(40));
     mkdirSync(path.join(downloading, "onnx"), { recursive: true });
     writeFileSync(path.join(downloading, "onnx/model.onnx.incomplete"), "partial");
     const swept = sweepHubCache(cache, ["org/m", `org/m@${pinned}`], 24 * HOUR);
-    expect(swept.removed).toEqual([path.join("models--org--m", "snapshots", A)]);
+    expect(swept.removed.sort()).toEqual([
+      path.join("models--org--m", "snapshots", A),
+      path.join("models--org--m", "snapshots", v1),
+    ]);
+    expect(existsSync(refFile(cache, "org/m", "v1"))).toBe(false);
     expect(existsSync(snapshotDir(cache, "org/m", B))).toBe(true);
     expect(existsSync(snapshotDir(cache, "org/m", pinned))).toBe(true);
     expect(existsSync(downloading)).toBe(true);

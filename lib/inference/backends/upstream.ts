@@ -225,7 +225,10 @@ export async function openUpstream(
       else if (e instanceof UpstreamStatusError && e.status === 404) missing = e;
       else if (e instanceof UpstreamStatusError) answered5xx = e;
       lastError = e as Error;
-      avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
+      // A 404 is about this deployment's model only: the server stays in the rotation of the
+      // team's other deployments on it.
+      if (!(e instanceof UpstreamStatusError && e.status === 404))
+        avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
       logger().warn({ upstream: shownUrl(url), err: e }, "upstream failed before answering");
       continue;
     }

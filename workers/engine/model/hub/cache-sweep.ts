@@ -47,10 +47,14 @@ export function sweepHubCache(
     const revisions = wanted.get(dir);
     if (revisions) {
       markWanted(dir, now);
-      // Snapshots no revision points to (a branch that moved on): the commits in refs/ are kept.
-      const pointed = new Set(
-        safeReaddir(path.join(dir, "refs")).map((r) => readText(path.join(dir, "refs", r))?.trim()),
-      );
+      // Snapshots no revision in use points to (a branch that moved on, a deployment of
+      // org/m@v1 deleted while org/m stays): the refs of the revisions named now are kept.
+      const pointed = new Set<string | undefined>();
+      for (const ref of safeReaddir(path.join(dir, "refs"))) {
+        const file = path.join(dir, "refs", ref);
+        if (revisions.has(decoded(ref))) pointed.add(readText(file)?.trim());
+        else if (statMs(file) < now - keepMs) rmSync(file, { force: true });
+      }
       for (const sha of safeReaddir(path.join(dir, "snapshots"))) {
         const snapshot = path.join(dir, "snapshots", sha);
         if (!pointed.has(sha) && newestChange(snapshot) < now - keepMs) remove(snapshot);
@@ -72,6 +76,16 @@ function markWanted(dir: string, now: number) {
     // a read-only cache: nothing is swept from it either way
   }
 }
+
+const decoded = (name: string) => {
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    return name;
+  }
+};
+
+const statMs = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0;
 
 const safeReaddir = (dir: string) => {
   try {

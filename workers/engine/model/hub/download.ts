@@ -3,7 +3,8 @@
 // cache is kept by commit (models--org--name/snapshots/<commit>, refs/<revision> naming it), so
 // the files of one load always come from one commit.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { copyFile, link, mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { copyFile, link, mkdir, rename, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { loadError } from "../../errors";
 import type { Dtype, DtypeChoice } from "../dtypes";
@@ -185,7 +186,7 @@ function readRef(file: string): string | null {
 
 async function writeRef(file: string, commit: string) {
   await mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
+  const tmp = `${file}.${randomUUID()}.tmp`;
   await writeFile(tmp, commit);
   await rename(tmp, file);
 }
@@ -236,13 +237,15 @@ async function reuse(reusable: Map<string, string>, file: RepoFile, target: stri
   if (!source || statSync(source, { throwIfNoEntry: false })?.size !== file.size) return false;
   if (existsSync(target) && statSync(target).size === file.size) return true;
   await mkdir(path.dirname(target), { recursive: true });
-  const tmp = `${target}.${process.pid}.link`;
-  await rm(tmp, { force: true });
+  const tmp = `${target}.${randomUUID()}.link`; // two loads of one commit may link a file at once
   try {
     await link(source, tmp);
   } catch {
     await copyFile(source, tmp); // another file system, or one without hard links
   }
+  // Its time is now: the cache sweep reads a snapshot's age from its files.
+  const now = new Date();
+  await utimes(tmp, now, now);
   await rename(tmp, target);
   return true;
 }
