@@ -124,7 +124,7 @@ export async function generateOnDeployment(
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
     // A refusal (a 4xx: bad parameters, context length) used nothing: nobody to ask.
-    const refused = err instanceof ApiError && err.status < 500;
+    const refused = status === "error" && err instanceof ApiError && err.status < 500;
     endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker, used }, call.requestId, end);
     throw err;
   }
@@ -175,7 +175,7 @@ export async function openStreamOnDeployment(
       : await withWorker(db, deployment, (client) => (worker = client).open(request, call), call.signal);
   } catch (err) {
     const status = call.signal?.aborted ? "cancelled" : "error";
-    const refused = err instanceof ApiError && err.status < 500;
+    const refused = status === "error" && err instanceof ApiError && err.status < 500;
     endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker }, call.requestId, end);
     throw err;
   }
