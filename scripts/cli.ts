@@ -50,12 +50,11 @@ const commands: Record<string, Command> = {
     },
     run: async ({ db }, f) => {
       const password = passwordOf(f);
-      if (f.role !== undefined && f.role !== "owner" && f.role !== "member")
-        throw new UsageError("--role must be 'owner' or 'member'");
+      const given = f.role === undefined ? undefined : roleOf(f.role);
       const team = await getTeamBySlug(db, f.team!);
       // A team made with team:create has no owner: its first user becomes one (before, every
       // user was a member, and no one could invite, make API keys or deploy, with no way out).
-      const role = (f.role as "owner" | "member" | undefined) ?? ((await hasOwner(db, team.id)) ? "member" : "owner");
+      const role = given ?? ((await hasOwner(db, team.id)) ? "member" : "owner");
       const user = await createUser(db, { email: f.email!, password, teamId: team.id, role });
       console.log(`created user ${user.email} (${user.id}) in team ${team.slug} as ${role}`);
     },
@@ -80,12 +79,12 @@ const commands: Record<string, Command> = {
       role: { type: "string", required: true },
     },
     run: async ({ db }, f) => {
-      if (f.role !== "owner" && f.role !== "member") throw new UsageError("--role must be 'owner' or 'member'");
+      const role = roleOf(f.role!);
       const team = await getTeamBySlug(db, f.team!);
       const user = await userByEmail(db, f.email!);
-      const { revokedKeys } = await setMemberRole(db, { teamId: team.id, userId: user.id, role: f.role });
+      const { revokedKeys } = await setMemberRole(db, { teamId: team.id, userId: user.id, role });
       console.log(
-        `${user.email} is now ${f.role} of team ${team.slug}` +
+        `${user.email} is now ${role} of team ${team.slug}` +
           (revokedKeys ? ` (${revokedKeys} API keys they made revoked)` : ""),
       );
     },
@@ -325,6 +324,11 @@ async function checkDtype(model: string, dtype: string): Promise<void> {
 function modelReference(model: string): string {
   const local = path.resolve(process.env.INIT_CWD ?? process.cwd(), model);
   return path.isAbsolute(model) || model.startsWith(".") || existsSync(local) ? local : model;
+}
+
+function roleOf(role: string): "owner" | "member" {
+  if (role !== "owner" && role !== "member") throw new UsageError("--role must be 'owner' or 'member'");
+  return role;
 }
 
 /** --password, or the first line of stdin with --password-stdin (out of `ps` and the shell's history). */

@@ -39,8 +39,8 @@ const supervisor = new Supervisor({
   },
 });
 let embedded: EmbeddedDb | undefined;
-/** The embedded database while it starts: a stop meanwhile waits for it, then stops it too. */
-let databaseStarting: Promise<void> | undefined;
+/** The embedded database while it starts (null once it has, or failed): a stop meanwhile waits for it, then stops it too. */
+let databaseStarting: Promise<void> | null = null;
 let stopping = false;
 /** SHUTDOWN_GRACE_SECONDS, once the environment has been read (its default before). */
 let graceMs = 30_000;
@@ -106,7 +106,11 @@ async function main(): Promise<void> {
   await assertPortFree(e.PORT);
   supervisor.start("app", appProcessArgs(e.PORT), childEnv);
   const started = startDatabase();
-  if (!e.DATABASE_URL) databaseStarting = started; // a stop meanwhile waits to stop it
+  if (!e.DATABASE_URL)
+    databaseStarting = started.then(
+      () => void (databaseStarting = null),
+      () => void (databaseStarting = null),
+    );
   const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), started]);
   await migrateDatabase(databaseUrl);
   const handle = connect(databaseUrl, { max: 1 });
@@ -254,18 +258,9 @@ async function shutdown(code: number): Promise<void> {
   await supervisor.stop(graceMs);
   // Stopped while the database was starting (Ctrl-C during a first start's initdb): before, it
   // was left running, in its process group of its own, until the next start.
-  if (databaseStarting && !embedded) {
-    const up = await Promise.race([
-      databaseStarting.then(
-        () => true,
-        () => false,
-      ),
-      new Promise<null>((r) => setTimeout(() => r(null), 100)),
-    ]);
-    if (up === null) {
-      console.error("Waiting for the embedded PostgreSQL to finish starting, to stop it…");
-      await databaseStarting.catch(() => {});
-    }
+  if (databaseStarting) {
+    console.error("Waiting for the embedded PostgreSQL to finish starting, to stop it…");
+    await databaseStarting;
   }
   await embedded?.stop().catch(() => {});
   process.exit(code);

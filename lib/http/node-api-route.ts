@@ -87,7 +87,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     const startedAt = performance.now();
     let teamId: string | undefined;
     let observed = false;
-    const routeParams = pagesParams(req, [...(options.params ?? [])]);
+    const routeParams = pagesParams(req, options.params ?? []);
     // One log line and one metric sample: when the answer is sent, or when a stream starts.
     const observe = (streamStarted = false) => {
       if (observed) return;

@@ -18,7 +18,7 @@ export type PagesRequest = IncomingMessage & { query: Partial<Record<string, str
  * The route's dynamic segments as strings (a catch-all segment joined with "/"), from `query`
  * (the callers check them with storableParams where their errors are answered).
  */
-export function pagesParams(req: PagesRequest, names?: string[]): Record<string, string> {
+export function pagesParams(req: PagesRequest, names?: readonly string[]): Record<string, string> {
   return segmentStrings(names ? names.map((k) => [k, req.query[k]]) : Object.entries(req.query));
 }
 

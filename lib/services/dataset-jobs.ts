@@ -12,6 +12,9 @@ import type { DatasetSelection } from "./datasets";
 import { selectionRows, whereOf, type SelectionBound } from "./selection-query";
 import { jobTeamsCondition, type JobTeams } from "./job-teams";
 
+/** A dataset's `split` option: the share, the seed and what goes to one side together. */
+type Split = NonNullable<DatasetOptions["split"]>;
+
 /**
  * The packager's side of datasets: claiming PROCESSING rows under a lease, renewing it,
  * reading the frozen selection as JSONL, and the fenced transitions to READY or FAILED.
@@ -189,7 +192,7 @@ const COLUMNS: Record<RowColumns, SQL> = {
  * lines alone 1.42 s, with the side 2.31 s, 2.49 s with arithmetic on the bytes' hex text
  * instead. SHA-256 is most of the rest (Postgres sets up a hash context per call).
  */
-export function splitSideSql(split: { validation: number; seed: number; by?: "sample" | "group" }): SQL {
+export function splitSideSql(split: Split): SQL {
   // by group: a conversation's turns (one groupId), or one captured request's n choices, share a
   // side; by sample, near-copies of a validation sample could sit in train (optimistic losses).
   const key = split.by === "group" ? sql`coalesce(s.group_id, s.generation->>'requestId', s.id)` : sql`s.id`;
@@ -208,7 +211,7 @@ function copyStatement(
   job: Pick<DatasetJob, "pipelineId" | "selection">,
   bound: NonNullable<SelectionBound>,
   columns: RowColumns,
-  split: { validation: number; seed: number; by?: "sample" | "group" } | undefined,
+  split: Split | undefined,
 ): string {
   const src = selectionRows(job.pipelineId, job.selection as Selection, { withSamples: true, bound });
   const query = new PgDialect().sqlToQuery(sql`
@@ -248,7 +251,7 @@ export async function* datasetRows(
   db: DbOrTx,
   job: Pick<DatasetJob, "pipelineId" | "selection" | "bound">,
   columns: RowColumns,
-  split?: { validation: number; seed: number; by?: "sample" | "group" },
+  split?: Split,
   signal?: AbortSignal,
 ): AsyncGenerator<CopyRowBatch> {
   if (!job.bound) return;

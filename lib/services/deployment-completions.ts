@@ -122,10 +122,7 @@ export async function generateOnDeployment(
       });
     return result;
   } catch (err) {
-    const status = call.signal?.aborted ? "cancelled" : "error";
-    // A refusal (a 4xx: bad parameters, context length) used nothing: nobody to ask.
-    const refused = status === "error" && err instanceof ApiError && err.status < 500;
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker, used }, call.requestId, end);
+    endThrown(err, call, { worker, used }, end);
     throw err;
   }
 }
@@ -154,6 +151,22 @@ function endLeft(
 }
 
 /**
+ * Ends a completion that threw before its answer: cancelled when its client left, else failed,
+ * and charged what it used (endLeft); a refusal (a 4xx: bad parameters, context length) used
+ * nothing, so nobody is asked.
+ */
+function endThrown(
+  err: unknown,
+  call: CompletionCall,
+  sources: { worker?: InferenceClient; used?: () => GenerationUsage },
+  end: (o: CompletionOutcome) => void,
+) {
+  const status = call.signal?.aborted ? "cancelled" : "error";
+  const refused = status === "error" && err instanceof ApiError && err.status < 500;
+  endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : sources, call.requestId, end);
+}
+
+/**
  * Starts a streamed generation; resolves once a worker has accepted it, so that invalid
  * parameters, context length and "no worker" are still plain HTTP errors.
  */
@@ -174,9 +187,7 @@ export async function openStreamOnDeployment(
       ? await openUpstream(upstream, request, call)
       : await withWorker(db, deployment, (client) => (worker = client).open(request, call), call.signal);
   } catch (err) {
-    const status = call.signal?.aborted ? "cancelled" : "error";
-    const refused = status === "error" && err instanceof ApiError && err.status < 500;
-    endLeft({ status, promptTokens: 0, completionTokens: 0 }, refused ? {} : { worker }, call.requestId, end);
+    endThrown(err, call, { worker }, end);
     throw err;
   }
   const capture = call.capture;

@@ -68,10 +68,6 @@ export async function listDeploymentDtos(db: DbOrTx, team: { id: string; slug: s
 }
 
 /**
- * A local deployment (`model`: what the workers load) or, with `upstream`, one served by
- * OpenAI-compatible servers (`model` defaults to the upstream's model name; its key is sealed).
- */
-/**
  * Deployments of a model the workers load that a team's owner may create from the dashboard (its
  * `modelDeployments` limit): every worker downloads and loads each one (unless WORKER_SERVES
  * places it), so one team deploying dozens of large hub models would fill every worker's disk and
@@ -94,6 +90,10 @@ export async function assertModelDeploymentQuota(db: DbOrTx, teamId: string, lim
     );
 }
 
+/**
+ * A local deployment (`model`: what the workers load) or, with `upstream`, one served by
+ * OpenAI-compatible servers (`model` defaults to the upstream's model name; its key is sealed).
+ */
 export async function createDeployment(
   db: DbOrTx,
   input: {

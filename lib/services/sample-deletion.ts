@@ -76,7 +76,7 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], reque
       select exists (select 1 from samples s where s.id = any(${textArray(ids)})
         and ${withinBound({ ts: sql`s.created_at`, id: sql`s.id` }, bound)}
         and ${samplePredicate(sql`s`, { ...d.filter, metadata: undefined })}
-        and (s.relabelled or ${samplePredicate(sql`s`, d.filter)})) as hit`);
+        and (s.relabelled or ${samplePredicate(sql`s`, { metadata: d.filter.metadata })})) as hit`);
     if (row?.hit) hit.push(d.id);
   }
   if (hit.length === 0) return;

@@ -207,10 +207,6 @@ export class Engine {
     return scheduler;
   }
 
-  /**
-   * Load figures of every model loaded (never loads one), for the worker's /health and metrics:
-   * those being unloaded too while their last requests run (`retiring: 1`).
-   */
   /** The prompt caches' counts since the worker started: of the models loaded now, and of those unloaded. */
   async counts(): Promise<Record<(typeof COUNTS)[number], number>> {
     const out = { ...this.closedCounts };
@@ -218,6 +214,10 @@ export class Engine {
     return out;
   }
 
+  /**
+   * Load figures of every model loaded (never loads one), for the worker's /health and metrics:
+   * those being unloaded too while their last requests run (`retiring: 1`).
+   */
   async loadStats(): Promise<Record<string, number | string>[]> {
     const out: Record<string, number | string>[] = [];
     for (const [map, retiring] of [

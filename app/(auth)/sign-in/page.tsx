@@ -3,8 +3,7 @@ import { redirect } from "next/navigation";
 import { SignInForm } from "@/components/auth/sign-in-form";
 import { getSessionUser } from "@/lib/auth/session";
 import { env } from "@/lib/env";
-import { inviteIn } from "@/lib/ui/safe-callback";
-import { safeCallback } from "@/lib/ui/safe-callback";
+import { inviteIn, safeCallback } from "@/lib/ui/safe-callback";
 
 export const metadata: Metadata = { title: "Sign in · LM Platform" };
 

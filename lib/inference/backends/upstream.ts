@@ -219,16 +219,16 @@ export async function openUpstream(
       // URL may take it. So does a 404: the path and the model are the deployment's, not the
       // caller's, so it is that server lacking the model (an Ollama that has not pulled it, a vLLM
       // serving another). Any other 4xx is the request's own.
-      if (e instanceof UpstreamStatusError && e.status < 500 && e.status !== 429 && e.status !== 404)
-        throw relayed(e, backend);
-      if (e instanceof UpstreamStatusError && e.status === 429) busy = e;
-      else if (e instanceof UpstreamStatusError && e.status === 404) missing = e;
-      else if (e instanceof UpstreamStatusError) answered5xx = e;
+      const answered = e instanceof UpstreamStatusError ? e : undefined;
+      if (answered && answered.status < 500 && answered.status !== 429 && answered.status !== 404)
+        throw relayed(answered, backend);
+      if (answered?.status === 429) busy = answered;
+      else if (answered?.status === 404) missing = answered;
+      else if (answered) answered5xx = answered;
       lastError = e as Error;
       // A 404 is about this deployment's model only: the server stays in the rotation of the
       // team's other deployments on it.
-      if (!(e instanceof UpstreamStatusError && e.status === 404))
-        avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
+      if (answered?.status !== 404) avoidUntil.set(avoidKey(target.teamId, url), Date.now() + avoidMs);
       logger().warn({ upstream: shownUrl(url), err: e }, "upstream failed before answering");
       continue;
     }

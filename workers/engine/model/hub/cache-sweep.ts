@@ -3,9 +3,9 @@
 // revision points to any more (its branch moved on). Before, nothing was ever removed: a team
 // deploying, deleting and deploying other large models filled the disk that the embedded database
 // shares.
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { parseHubId, repoCacheDir } from "./hub-config";
+import { listDir, parseHubId, readRef, repoCacheDir } from "./hub-config";
 
 /** Touched whenever the repository is wanted: how long it has not been is read from it. */
 const WANTED_MARK = ".wanted";
@@ -28,7 +28,6 @@ export function sweepHubCache(
   now = Date.now(),
 ): SweepResult {
   const result: SweepResult = { removed: [], bytes: 0 };
-  if (!existsSync(cacheDir)) return result;
   const wanted = new Map<string, Set<string>>(); // repository folder → revisions named
   for (const id of models) {
     const parsed = parseHubId(id);
@@ -41,7 +40,7 @@ export function sweepHubCache(
     rmSync(dir, { recursive: true, force: true });
     result.removed.push(path.relative(cacheDir, dir));
   };
-  for (const name of safeReaddir(cacheDir)) {
+  for (const name of listDir(cacheDir)) {
     if (!name.startsWith("models--")) continue;
     const dir = path.join(cacheDir, name);
     const revisions = wanted.get(dir);
@@ -49,20 +48,19 @@ export function sweepHubCache(
       markWanted(dir, now);
       // Snapshots no revision in use points to (a branch that moved on, a deployment of
       // org/m@v1 deleted while org/m stays): the refs of the revisions named now are kept.
-      const pointed = new Set<string | undefined>();
-      for (const ref of safeReaddir(path.join(dir, "refs"))) {
+      const pointed = new Set<string | null>();
+      for (const ref of listDir(path.join(dir, "refs"))) {
         const file = path.join(dir, "refs", ref);
-        if (revisions.has(decoded(ref))) pointed.add(readText(file)?.trim());
+        if (revisions.has(decoded(ref))) pointed.add(readRef(file));
         else if (statMs(file) < now - keepMs) rmSync(file, { force: true });
       }
-      for (const sha of safeReaddir(path.join(dir, "snapshots"))) {
+      for (const sha of listDir(path.join(dir, "snapshots"))) {
         const snapshot = path.join(dir, "snapshots", sha);
         if (!pointed.has(sha) && newestChange(snapshot) < now - keepMs) remove(snapshot);
       }
       continue;
     }
-    const lastWanted = statSync(path.join(dir, WANTED_MARK), { throwIfNoEntry: false })?.mtimeMs ?? 0;
-    if (Math.max(lastWanted, newestChange(dir)) < now - keepMs) remove(dir);
+    if (Math.max(statMs(path.join(dir, WANTED_MARK)), newestChange(dir)) < now - keepMs) remove(dir);
   }
   return result;
 }
@@ -87,22 +85,6 @@ const decoded = (name: string) => {
 
 const statMs = (file: string) => statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0;
 
-const safeReaddir = (dir: string) => {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-};
-
-const readText = (file: string) => {
-  try {
-    return readFileSync(file, "utf8");
-  } catch {
-    return null;
-  }
-};
-
 /**
  * The latest modification of a file in a folder (folders' own times change as entries come and
  * go, a sweep's included): when it was last downloaded into, or when a download in progress (its
@@ -110,7 +92,7 @@ const readText = (file: string) => {
  */
 function newestChange(dir: string): number {
   let newest = 0;
-  for (const entry of safeReaddir(dir)) {
+  for (const entry of listDir(dir)) {
     if (entry === WANTED_MARK) continue;
     const p = path.join(dir, entry);
     const st = statSync(p, { throwIfNoEntry: false });
@@ -124,5 +106,5 @@ function sizeOf(p: string): number {
   const st = statSync(p, { throwIfNoEntry: false });
   if (!st) return 0;
   if (!st.isDirectory()) return st.size;
-  return safeReaddir(p).reduce((a, e) => a + sizeOf(path.join(p, e)), 0);
+  return listDir(p).reduce((a, e) => a + sizeOf(path.join(p, e)), 0);
 }

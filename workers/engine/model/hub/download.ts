@@ -2,7 +2,7 @@
 // progress, and reused as they are on the next start (no request at all) or when offline. The
 // cache is kept by commit (models--org--name/snapshots/<commit>, refs/<revision> naming it), so
 // the files of one load always come from one commit.
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { copyFile, link, mkdir, rename, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -15,7 +15,9 @@ import { listRepoFiles, resolveCommit, type RepoFile } from "./hub-client";
 import {
   hubOptionsFromEnv,
   legacySnapshotDir,
+  listDir,
   parseHubId,
+  readRef,
   refFile,
   repoCacheDir,
   snapshotDir,
@@ -141,7 +143,10 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     report(p, true);
   }
   const digests = Object.fromEntries(
-    wanted.flatMap((f) => (digestOf(byPath.get(f)!) ? [[f, digestOf(byPath.get(f)!)!]] : [])),
+    wanted.flatMap((f) => {
+      const digest = digestOf(byPath.get(f)!);
+      return digest ? [[f, digest]] : [];
+    }),
   );
   const marker: Marker = { dtype: choice.dtype, files: wanted, digests };
   await writeFile(path.join(dir, markerName), JSON.stringify(marker));
@@ -150,35 +155,20 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
 }
 
 /** Any finished download of the model (each holds the tokenizer's files): a tokenizer needs no other. */
-function anyDownload(dir: string): Marker | null {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return null;
-  }
-  for (const name of names) {
+const anyDownload = (dir: string): Marker | null => completeMarkers(dir)[0] ?? null;
+
+/** The finished downloads (of each dtype) in a snapshot. */
+const completeMarkers = (dir: string): Marker[] =>
+  listDir(dir).flatMap((name) => {
     const m = /^\.complete-.+\.json$/.test(name) ? readMarker(path.join(dir, name), dir) : null;
-    if (m) return m;
-  }
-  return null;
-}
+    return m ? [m] : [];
+  });
 
 /** A finished download of this dtype: every file it listed is still there. */
 function readMarker(file: string, dir: string): Marker | null {
   try {
     const m = JSON.parse(readFileSync(file, "utf8")) as Marker;
     return m.files.every((f) => existsSync(path.join(dir, f))) ? m : null;
-  } catch {
-    return null;
-  }
-}
-
-/** The commit a revision was downloaded at, or null. */
-function readRef(file: string): string | null {
-  try {
-    const sha = readFileSync(file, "utf8").trim();
-    return /^[0-9a-f]{40}$/.test(sha) ? sha : null;
   } catch {
     return null;
   }
@@ -191,40 +181,20 @@ async function writeRef(file: string, commit: string) {
   await rename(tmp, file);
 }
 
-/** Complete files of the repository's other snapshots, by digest (from their markers). */
+/**
+ * Complete files of the repository's other snapshots, by digest (from their markers; a cache from
+ * before snapshots by commit has no digests in its markers).
+ */
 function reusableFiles(repoDir: string, except: string): Map<string, string> {
   const found = new Map<string, string>();
   const snapshots = path.join(repoDir, "snapshots");
-  let dirs: string[] = [];
-  try {
-    dirs = readdirSync(snapshots).map((d) => path.join(snapshots, d));
-  } catch {
-    // no other snapshot
-  }
-  for (const dir of [...dirs, ...legacyDirs(repoDir)]) {
+  for (const dir of listDir(snapshots).map((d) => path.join(snapshots, d))) {
     if (dir === except) continue;
-    for (const name of safeReaddir(dir)) {
-      if (!/^\.complete-.+\.json$/.test(name)) continue;
-      const m = readMarker(path.join(dir, name), dir);
-      for (const [file, digest] of Object.entries(m?.digests ?? {})) found.set(digest, path.join(dir, file));
-    }
+    for (const m of completeMarkers(dir))
+      for (const [file, digest] of Object.entries(m.digests ?? {})) found.set(digest, path.join(dir, file));
   }
   return found;
 }
-
-const safeReaddir = (dir: string) => {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-};
-
-/** Snapshots from before the by-commit layout: models--org--name/<revision>. */
-const legacyDirs = (repoDir: string) =>
-  safeReaddir(repoDir)
-    .filter((d) => d !== "snapshots" && d !== "refs")
-    .map((d) => path.join(repoDir, d));
 
 /**
  * A file another commit of the repository has with the same digest (a new commit that changed

@@ -3,6 +3,7 @@
 //   HF_TOKEN        bearer token, sent to HF_ENDPOINT's origin only (never across a redirect)
 //   HF_HUB_OFFLINE  1/true/yes/on: never download; use what the cache holds
 //   DATA_DIR        downloads are cached under DATA_DIR/hub (default ./.data/hub)
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { isHubId } from "@/lib/contracts/models";
 
@@ -51,3 +52,22 @@ export const refFile = (cacheDir: string, repo: string, revision: string) =>
 /** Before snapshots by commit, a revision's files went to models--org--name/<revision>: still read. */
 export const legacySnapshotDir = (cacheDir: string, repo: string, revision: string) =>
   path.join(repoCacheDir(cacheDir, repo), encodeURIComponent(revision));
+
+/** A folder's entries, or none when it is not there (a cache being made, or swept). */
+export function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** The commit a ref file names (refFile), or null. */
+export function readRef(file: string): string | null {
+  try {
+    const sha = readFileSync(file, "utf8").trim();
+    return /^[0-9a-f]{40}$/.test(sha) ? sha : null;
+  } catch {
+    return null;
+  }
+}
