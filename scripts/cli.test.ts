@@ -54,11 +54,16 @@ describe("cli", () => {
     expect(api.lastLine).toMatch(/^lmp_sk_[A-Za-z0-9_-]{43}$/);
     const model = cli("key:create", "--team", "acme", "--kind", "model");
     expect(model.lastLine).toMatch(/^lmp_mk_[A-Za-z0-9_-]{43}$/);
+    const completionsOnly = cli("key:create", "--team", "acme", "--kind", "model", "--capture", "none");
+    expect(completionsOnly.code, completionsOnly.stderr).toBe(0);
 
     const list = cli("key:list", "--team", "acme");
     expect(list.code).toBe(0);
     const rows = list.stdout.trim().split("\n").slice(1);
-    expect(rows).toHaveLength(2);
+    expect(rows).toHaveLength(3);
+    const idOf = (r: { stdout: string }) => /key_[a-z0-9]{20}/.exec(r.stdout)![0];
+    expect(rows.find((l) => l.startsWith(idOf(completionsOnly)))).toMatch(/\bnone\b/);
+    expect(rows.find((l) => l.startsWith(idOf(model)))).toMatch(/\bany\b/);
     expect(list.stdout).toContain(api.lastLine.slice(0, 11));
     expect(list.stdout).not.toContain(api.lastLine); // never the whole secret
 
@@ -125,6 +130,9 @@ describe("cli", () => {
       [["key:create", "--team", "beta", "--kind", "admin"], /--kind must be 'api' or 'model'/],
       [["key:create", "--team", "beta", "--kind", "api", "--deployment", "d"], /model keys only/],
       [["key:create", "--team", "beta", "--kind", "model", "--deployment", "d"], /no deployment named 'd'/],
+      [["key:create", "--team", "beta", "--kind", "api", "--capture", "none"], /--capture applies to model keys only/],
+      [["key:create", "--team", "beta", "--kind", "model", "--capture", "pipe_x"], /No pipeline with id 'pipe_x'/],
+      [["key:create", "--team", "beta", "--kind", "model", "--capture", ","], /--capture takes/],
       [["user:create", "--email", "not-an-email", "--password", "long enough", "--team", "beta"], /email/],
       [["key:revoke", "--id", "key_doesnotexist"], /No key with id/],
     ];

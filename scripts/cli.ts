@@ -90,16 +90,21 @@ const commands: Record<string, Command> = {
     },
   },
   "key:create": {
-    usage: "key:create --team S --kind api|model [--deployment NAME] [--name LABEL]",
+    usage:
+      "key:create --team S --kind api|model [--deployment NAME] [--capture any|none|PIPELINE_ID[,…]] [--name LABEL]",
     flags: {
       team: { type: "string", required: true },
       kind: { type: "string", required: true },
       deployment: { type: "string" },
+      capture: { type: "string" },
       name: { type: "string" },
     },
     run: async ({ db }, f) => {
       if (f.kind !== "api" && f.kind !== "model") throw new UsageError("--kind must be 'api' or 'model'");
       if (f.deployment && f.kind !== "model") throw new UsageError("--deployment applies to model keys only");
+      if (f.capture !== undefined && f.kind !== "model")
+        throw new UsageError("--capture applies to model keys only (an API key may write to any pipeline)");
+      const capturePipelines = captureScope(f.capture);
       const team = await getTeamBySlug(db, f.team!);
       let deploymentId: string | undefined;
       if (f.deployment) {
@@ -110,7 +115,13 @@ const commands: Record<string, Command> = {
         if (!dep) throw new UsageError(`team ${team.slug} has no deployment named '${f.deployment}'`);
         deploymentId = dep.id;
       }
-      const { key, secret } = await createApiKey(db, { teamId: team.id, kind: f.kind, name: f.name, deploymentId });
+      const { key, secret } = await createApiKey(db, {
+        teamId: team.id,
+        kind: f.kind,
+        name: f.name,
+        deploymentId,
+        capturePipelines,
+      });
       console.log(`created ${key.kind} key ${key.id} for team ${team.slug}; the secret is shown once:`);
       console.log(secret);
     },
@@ -128,6 +139,7 @@ const commands: Record<string, Command> = {
         name: k.name ?? "",
         prefix: `${k.prefix}…`,
         deployment: k.deploymentName ?? "",
+        capture: k.kind === "api" ? "" : captureLabel(k.capturePipelines),
         created: k.createdAt.toISOString(),
         last_used: k.lastUsedAt?.toISOString() ?? "never",
         status: k.revokedAt ? "revoked" : "active",
@@ -321,6 +333,21 @@ async function checkDtype(model: string, dtype: string): Promise<void> {
  * typed in (npm runs scripts from the package root and keeps the caller's in INIT_CWD), so every
  * worker finds it; anything that is not an existing path is a hub id and stays as given.
  */
+/** `--capture`: absent or "any" (null: any pipeline of the team), "none" ([]), or ids, comma-separated. */
+function captureScope(value: string | undefined): string[] | null {
+  if (value === undefined || value === "any") return null;
+  if (value === "none") return [];
+  const ids = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (ids.length === 0) throw new UsageError("--capture takes 'any', 'none' or pipeline ids separated by commas");
+  return ids;
+}
+
+/** A model key's capture scope, as key:list prints it. */
+const captureLabel = (ids: string[] | null) => (ids === null ? "any" : ids.length === 0 ? "none" : ids.join(","));
+
 function modelReference(model: string): string {
   const local = path.resolve(process.env.INIT_CWD ?? process.cwd(), model);
   return path.isAbsolute(model) || model.startsWith(".") || existsSync(local) ? local : model;

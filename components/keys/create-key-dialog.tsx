@@ -12,14 +12,20 @@ import { fieldErrors } from "../ui/form-errors";
 import { ErrorBanner } from "../ui/states";
 
 type Deployment = { id: string; name: string };
+type Pipeline = { id: string; name: string };
+
+/** The capture select's value as the API's `capturePipelines`: "" any (null), "none" ([]), or one id. */
+const captureScope = (v: string | undefined) => (!v ? null : v === "none" ? [] : [v]);
 type Created = { key: ApiKeyDto; secret: string };
 
 /** `canCreateApiKeys`: owners only (an API key can do whatever an owner can); members create model keys. */
 export function CreateKeyButton({
   deployments,
+  pipelines,
   canCreateApiKeys,
 }: {
   deployments: Deployment[];
+  pipelines: Pipeline[];
   canCreateApiKeys: boolean;
 }) {
   const firstKind = canCreateApiKeys ? "api" : "model";
@@ -91,6 +97,7 @@ export function CreateKeyButton({
                 name: data.name || undefined,
                 kind,
                 deploymentId: kind === "model" ? data.deploymentId || undefined : undefined,
+                capturePipelines: kind === "model" ? captureScope(data.capture) : undefined,
               };
               const parsed = CreateKeyBody.safeParse(body);
               if (!parsed.success) return setErrors(fieldErrors(parsed.error));
@@ -156,6 +163,24 @@ export function CreateKeyButton({
                   {deployments.map((d) => (
                     <option key={d.id} value={d.id}>
                       {d.name}
+                    </option>
+                  ))}
+                </Select>
+              </Field>
+            ) : null}
+            {kind === "model" ? (
+              <Field
+                id="key-capture"
+                label="Capture"
+                error={errors.capturePipelines}
+                hint="Which pipelines the key's holder may record completions into (the pipeline field or X-Pipeline-Id header)."
+              >
+                <Select id="key-capture" name="capture" defaultValue="">
+                  <option value="">Any pipeline of the team</option>
+                  <option value="none">No pipeline: completions only</option>
+                  {pipelines.map((p) => (
+                    <option key={p.id} value={p.id}>
+                      Only {p.name}
                     </option>
                   ))}
                 </Select>

@@ -22,7 +22,16 @@ const columns: Column[] = [
 ];
 
 /** `canRevoke`: the signed-in user owns the team (members see the keys but cannot revoke them). */
-export function KeysTable({ initial, canRevoke }: { initial: ApiKeyDto[]; canRevoke: boolean }) {
+export function KeysTable({
+  initial,
+  pipelines,
+  canRevoke,
+}: {
+  initial: ApiKeyDto[];
+  /** The team's pipelines, to name a model key's capture scope (an id not among them is shown as is). */
+  pipelines: { id: string; name: string }[];
+  canRevoke: boolean;
+}) {
   const [revoking, setRevoking] = useState<ApiKeyDto | null>(null);
   const queryClient = useQueryClient();
   const q = useQuery({
@@ -55,6 +64,15 @@ export function KeysTable({ initial, canRevoke }: { initial: ApiKeyDto[]; canRev
               <Badge tone={k.kind === "api" ? "indigo" : "amber"}>{k.kind === "api" ? "API" : "Model"}</Badge>
               {k.deploymentName ? (
                 <span className="ml-2 text-xs text-zinc-500 dark:text-zinc-400">only {k.deploymentName}</span>
+              ) : null}
+              {k.kind === "model" && k.capturePipelines !== null ? (
+                <span className="ml-2 text-xs text-zinc-500 dark:text-zinc-400" data-testid="key-capture">
+                  {k.capturePipelines.length === 0
+                    ? "no capture"
+                    : `captures into ${k.capturePipelines
+                        .map((id) => pipelines.find((p) => p.id === id)?.name ?? id)
+                        .join(", ")}`}
+                </span>
               ) : null}
             </td>
             <td className="px-4 py-3 font-mono text-xs">{k.prefix}…</td>

@@ -155,6 +155,7 @@ function GenerationFactsView({ facts }: { facts: GenerationFacts }) {
     ["tokens", `${facts.promptTokens} prompt · ${facts.completionTokens} completion`],
     ["latency", `${facts.latencyMs} ms${facts.ttftMs !== undefined ? ` · first token ${facts.ttftMs} ms` : ""}`],
     ["request id", facts.requestId],
+    ["key", facts.keyId ?? "dashboard playground"],
   ];
   return (
     <section

@@ -47,6 +47,8 @@ export const GenerationFactsSchema = z.object({
   ttftMs: z.number().min(0).optional(),
   streamed: z.boolean(),
   requestId: z.string(),
+  /** The API or model key the completion was asked with (absent: the dashboard's playground). */
+  keyId: z.string().optional(),
 });
 export type GenerationFacts = z.infer<typeof GenerationFactsSchema>;
 

@@ -34,6 +34,7 @@ import {
   type PagesRequest,
 } from "./node-response";
 import { abortOnRevoke } from "../services/key-watch";
+import type { KeyPrincipal } from "../services/api-keys";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -45,6 +46,8 @@ export type NodeDeploymentContext = {
   handle: DbHandle;
   deployment: Deployment;
   team: Team;
+  /** The model key the call is made with. */
+  key: KeyPrincipal["key"];
   /**
    * Aborted when the client disconnects before the answer is complete (or via `abort`), or when
    * the model key is revoked meanwhile (its reason then the 401 to report).
@@ -118,6 +121,7 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
         handle,
         deployment,
         team,
+        key,
         signal,
         abort,
         meter,

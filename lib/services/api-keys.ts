@@ -1,6 +1,6 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "../db/client";
-import { apiKeys, deployments, users, type ApiKey, type Team } from "../db/schema";
+import { apiKeys, deployments, pipelines, users, type ApiKey, type Team } from "../db/schema";
 import { notFound, unauthorized } from "../errors";
 import { displayPrefix, generateKeySecret, hashKeySecret, secretKind, type KeyKind } from "../auth/key-secret";
 import { newId } from "../ids";
@@ -16,11 +16,23 @@ export type CreatedKey = { key: ApiKey; secret: string };
 /** Creates a key; the secret is returned here once and never stored. */
 export async function createApiKey(
   db: DbOrTx,
-  input: { teamId: string; kind: KeyKind; name?: string | null; deploymentId?: string | null; createdBy?: string },
+  input: {
+    teamId: string;
+    kind: KeyKind;
+    name?: string | null;
+    deploymentId?: string | null;
+    /** Model keys: the pipelines it may capture into (null or absent: any of the team's; []: none). */
+    capturePipelines?: string[] | null;
+    createdBy?: string;
+  },
 ): Promise<CreatedKey> {
   if (input.kind === "api" && input.deploymentId) {
     throw new Error("Only model keys can be scoped to a deployment.");
   }
+  if (input.kind === "api" && input.capturePipelines) {
+    throw new Error("Only model keys have a capture scope: an API key may write to any pipeline of its team.");
+  }
+  if (input.capturePipelines?.length) await checkCapturePipelines(db, input.teamId, input.capturePipelines);
   const secret = generateKeySecret(input.kind);
   const [key] = await db
     .insert(apiKeys)
@@ -30,12 +42,26 @@ export async function createApiKey(
       kind: input.kind,
       name: input.name?.trim() || null,
       deploymentId: input.deploymentId ?? null,
+      capturePipelines: input.capturePipelines ? [...new Set(input.capturePipelines)] : null,
       createdBy: input.createdBy ?? null,
       prefix: displayPrefix(secret),
       hash: hashKeySecret(secret),
     })
     .returning();
   return { key: key!, secret };
+}
+
+/**
+ * A model key's capture scope names live pipelines of its team only: an unknown, deleted or
+ * foreign id is a 404 naming `capturePipelines` (no write).
+ */
+async function checkCapturePipelines(db: DbOrTx, teamId: string, ids: string[]): Promise<void> {
+  const found = await db
+    .select({ id: pipelines.id })
+    .from(pipelines)
+    .where(and(eq(pipelines.teamId, teamId), inArray(pipelines.id, ids), isNull(pipelines.deletedAt)));
+  const missing = ids.find((id) => !found.some((p) => p.id === id));
+  if (missing !== undefined) throw notFound(`No pipeline with id '${missing}'.`, "capturePipelines");
 }
 
 export async function listApiKeys(db: DbOrTx, teamId: string) {
@@ -47,6 +73,7 @@ export async function listApiKeys(db: DbOrTx, teamId: string) {
       prefix: apiKeys.prefix,
       deploymentId: apiKeys.deploymentId,
       deploymentName: deployments.name,
+      capturePipelines: apiKeys.capturePipelines,
       createdBy: users.email,
       createdAt: apiKeys.createdAt,
       lastUsedAt: apiKeys.lastUsedAt,
@@ -76,7 +103,10 @@ export async function revokeApiKey(db: DbOrTx, input: { id: string; teamId?: str
   return key;
 }
 
-export type KeyPrincipal = { key: Pick<ApiKey, "id" | "kind" | "deploymentId" | "lastUsedAt">; team: Team };
+export type KeyPrincipal = {
+  key: Pick<ApiKey, "id" | "kind" | "deploymentId" | "capturePipelines" | "lastUsedAt">;
+  team: Team;
+};
 
 /** last_used_at is written at most once a minute per key, never awaited on the request path. */
 const LAST_USED_RESOLUTION_MS = 60_000;
@@ -111,7 +141,13 @@ export async function authenticateKey(
   const lastUsedAt = row.last_used_at === null ? null : new Date(row.last_used_at);
   touchLastUsed(db, row.id, lastUsedAt);
   return {
-    key: { id: row.id, kind: row.kind, deploymentId: row.deployment_id, lastUsedAt },
+    key: {
+      id: row.id,
+      kind: row.kind,
+      deploymentId: row.deployment_id,
+      capturePipelines: row.capture_pipelines,
+      lastUsedAt,
+    },
     team: {
       id: row.team_id,
       slug: row.team_slug,
@@ -148,7 +184,7 @@ const keyLookup = perClient((sql: postgres.Sql) =>
   createBatcher<string, KeyRow | null>(
     async (hashes) => {
       const rows = await sql<(KeyRow & { hash: string })[]>`
-        select k.hash, k.id, k.kind, k.deployment_id, k.last_used_at, k.revoked_at,
+        select k.hash, k.id, k.kind, k.deployment_id, k.capture_pipelines, k.last_used_at, k.revoked_at,
                t.id as team_id, t.slug as team_slug, t.name as team_name, t.created_at as team_created_at,
                t.limits as team_limits
         from api_keys k join teams t on t.id = k.team_id
@@ -164,6 +200,7 @@ type KeyRow = {
   id: string;
   kind: KeyKind;
   deployment_id: string | null;
+  capture_pipelines: string[] | null;
   last_used_at: string | null;
   revoked_at: string | null;
   team_id: string;

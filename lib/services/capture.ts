@@ -17,6 +17,13 @@ import { drainOnStop } from "../observe/stop-drain";
 import { appMetrics, metricsEnabled } from "../observe/metrics";
 import { storeSamples, type SampleToStore } from "./samples";
 
+/**
+ * The key a capture is asked with: its id goes into the samples' generation facts (`keyId`), so a
+ * data owner can tell which key wrote them; a model key's `capturePipelines` (null: any pipeline
+ * of the team, []: none) is checked before the pipeline is looked up.
+ */
+export type CaptureKey = { id: string; capturePipelines?: string[] | null };
+
 /** Where a captured completion goes: a pipeline of the caller's team, with the sample's labels. */
 export type CaptureTarget = {
   teamId: string;
@@ -32,7 +39,7 @@ export type CaptureRequest = CaptureTarget & {
   messages: SampleMessage[];
   /** With `echo`, each choice's text starts with the prompt: the sample holds what follows. */
   echoedPrefix?: string;
-  facts: Pick<GenerationFacts, "endpoint" | "deployment" | "deploymentId" | "model" | "requestId">;
+  facts: Pick<GenerationFacts, "endpoint" | "deployment" | "deploymentId" | "model" | "requestId" | "keyId">;
 };
 
 /** One finished choice of a completion. */
@@ -119,8 +126,21 @@ export async function resolveCapture(
   db: DbOrTx,
   teamId: string,
   requested: { capture: CaptureInput; param: string },
+  key?: CaptureKey,
 ): Promise<CaptureTarget> {
   const { id, userId, groupId, metadata } = requested.capture;
+  // Before the lookup, and whether or not the pipeline exists: a model key's holder (often not a
+  // member of the team) learns nothing of the team's other pipelines.
+  const scope = key?.capturePipelines;
+  if (scope && !scope.includes(id))
+    throw new ApiError(
+      403,
+      "forbidden",
+      scope.length === 0
+        ? "This model key may not capture completions into pipelines."
+        : `This model key may capture only into ${scope.map((p) => `'${p}'`).join(", ")}.`,
+      requested.param,
+    );
   const found = await cachedPipeline(rawSql(db), teamId, id);
   if (!found) throw notFound(`No pipeline with id '${id}'.`, requested.param);
   return { teamId, pipelineId: id, userId, groupId, metadata };
@@ -141,10 +161,12 @@ export async function deploymentCapture(
     requestId: string;
     /** The endpoint named in the sample's generation facts (default: the deployment's own). */
     endpoint?: "deployment" | "completions";
+    /** The API or model key asking (absent on the dashboard's playground). */
+    key?: CaptureKey;
   },
 ): Promise<CaptureRequest | undefined> {
   if (!input.requested) return undefined;
-  const target = await resolveCapture(db, input.team.id, input.requested);
+  const target = await resolveCapture(db, input.team.id, input.requested, input.key);
   return {
     ...target,
     messages: [{ role: "user", content: input.prompt }],
@@ -155,6 +177,7 @@ export async function deploymentCapture(
       deploymentId: input.deployment.id,
       model: input.deployment.model,
       requestId: input.requestId,
+      ...(input.key ? { keyId: input.key.id } : {}),
     },
   };
 }

@@ -6,6 +6,7 @@ type KeyRow = {
   name: string | null;
   prefix: string;
   deploymentName: string | null;
+  capturePipelines: string[] | null;
   createdBy: string | null;
   createdAt: Date;
   lastUsedAt: Date | null;
@@ -20,6 +21,7 @@ export function toApiKeyDto(k: KeyRow): ApiKeyDto {
     name: k.name,
     prefix: k.prefix,
     deploymentName: k.deploymentName,
+    capturePipelines: k.capturePipelines,
     createdBy: k.createdBy,
     createdAt: k.createdAt.toISOString(),
     lastUsedAt: k.lastUsedAt?.toISOString() ?? null,

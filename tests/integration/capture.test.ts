@@ -9,6 +9,7 @@ import { DeploymentCompletionResponse, StreamEndEvent } from "@/lib/contracts/de
 import { GenerationFactsSchema } from "@/lib/contracts/capture";
 import { SampleSchema } from "@/lib/contracts/pipelines";
 import { teams } from "@/lib/db/schema";
+import { createApiKey } from "@/lib/services/api-keys";
 import { storableText } from "@/lib/services/capture";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias, parseSse, type TestDeployment } from "../helpers/deployments";
@@ -121,6 +122,7 @@ describe("capture on POST /v1/chat/completions", () => {
       index: 0,
       n: 1,
       streamed: false,
+      keyId: team.keyId,
     });
     expect(generation.latencyMs).toBeGreaterThan(0);
     expect(res.headers.get("x-request-id")).toBe(generation.requestId);
@@ -411,6 +413,7 @@ describe("capture on the deployment endpoints", () => {
         promptTokens: body.usage.prompt_tokens,
         completionTokens: body.usage.completion_tokens,
         streamed: false,
+        keyId: team.modelKeyId,
       });
       expect(s.userId).toBe("dev");
     }
@@ -476,6 +479,40 @@ describe("capture on the deployment endpoints", () => {
     expect(refused.status).toBe(404);
     expect((await refused.json()).error).toMatchObject({ type: "not_found", param: "X-Pipeline-Id" });
     expect(await generations(team, dep)).toBe(before);
+  });
+
+  it("a model key captures only into the pipelines of its scope: 403 elsewhere, unknown ids alike, before generating", async () => {
+    const { team, dep, api, pipelineId } = await setup();
+    const other = (await api.post("/v1/pipelines/create", { name: "not for this key" })).json.id as string;
+    const scoped = await createApiKey(db().db, {
+      teamId: team.id,
+      kind: "model",
+      capturePipelines: [pipelineId],
+    });
+    const none = await createApiKey(db().db, { teamId: team.id, kind: "model", capturePipelines: [] });
+    const before = await generations(team, dep);
+    // Another pipeline of the team, and one that does not exist: the same answer (the key's holder
+    // learns nothing of the team's pipelines).
+    for (const id of [other, "pipe_nope"]) {
+      const res = await complete(dep, scoped.secret, { prompt: "Hi", max_tokens: 4, pipeline: { id } });
+      expect(res.status, res.text).toBe(403);
+      expect(res.json.error).toMatchObject({ type: "forbidden", param: "pipeline.id" });
+      expect(res.json.error.message).toContain(pipelineId);
+    }
+    const q = new URLSearchParams({ prompt: "Hi", max_tokens: "4" });
+    const refused = await fetch(`${dep.url}?${q}`, {
+      headers: { authorization: `Bearer ${none.secret}`, "X-Pipeline-Id": pipelineId },
+    });
+    expect(refused.status).toBe(403);
+    expect((await refused.json()).error).toMatchObject({ type: "forbidden", param: "X-Pipeline-Id" });
+    expect(await generations(team, dep)).toBe(before);
+    // Without a capture, the scope changes nothing; inside it, the sample says which key wrote it.
+    expect((await complete(dep, none.secret, { prompt: "Hi", max_tokens: 4 })).status).toBe(200);
+    const ok = await complete(dep, scoped.secret, { prompt: "Hi", max_tokens: 4, pipeline: { id: pipelineId } });
+    expect(ok.status, ok.text).toBe(200);
+    const [sample] = await samplesSoon(team, pipelineId, 1);
+    expect((await contentOf(sample!)).generation.keyId).toBe(scoped.key.id);
+    expect(await listSamples(team, other)).toEqual([]);
   });
 
   it("lets browsers send the capture headers (CORS preflight)", async () => {

@@ -193,6 +193,36 @@ describe("keys", () => {
     expect(revoked.status).toBe(200);
     expect((await client(secret).get("/v1/pipelines/list")).status).toBe(401);
   });
+
+  it("a model key's capture scope: the team's live pipelines only, model keys only, listed", async () => {
+    const { cookie } = await newUser();
+    const pipeline = await as(cookie).post("/api/ui/pipelines", { name: "support" });
+    expect(pipeline.status, pipeline.text).toBe(200);
+    const other = await makeTeam();
+    const foreign = (await client(other.apiKey).post("/v1/pipelines/create", { name: "theirs" })).json.id;
+    const refusals: [unknown, number][] = [
+      [{ kind: "api", capturePipelines: [pipeline.json.id] }, 400],
+      [{ kind: "model", capturePipelines: [foreign] }, 404],
+      [{ kind: "model", capturePipelines: [pipeline.json.id, "pipe_nope"] }, 404],
+      [{ kind: "model", capturePipelines: "all" }, 400],
+    ];
+    for (const [body, status] of refusals) {
+      const res = await as(cookie).post("/api/ui/keys", body);
+      expect(res.status, JSON.stringify(body)).toBe(status);
+      expect(res.json.error.param).toBe("capturePipelines");
+    }
+    expect((await as(cookie).get("/api/ui/keys")).json).toEqual([]);
+
+    const scoped = await as(cookie).post("/api/ui/keys", { kind: "model", capturePipelines: [pipeline.json.id] });
+    expect(scoped.status, scoped.text).toBe(201);
+    expect(scoped.json.key.capturePipelines).toEqual([pipeline.json.id]);
+    const any = await as(cookie).post("/api/ui/keys", { kind: "model" });
+    expect(any.json.key.capturePipelines).toBeNull();
+    const none = await as(cookie).post("/api/ui/keys", { kind: "model", capturePipelines: [] });
+    expect(none.json.key.capturePipelines).toEqual([]);
+    const listed = (await as(cookie).get("/api/ui/keys")).json as { id: string; capturePipelines: unknown }[];
+    expect(listed.find((k) => k.id === scoped.json.key.id)!.capturePipelines).toEqual([pipeline.json.id]);
+  });
 });
 
 describe("the pipeline page", () => {

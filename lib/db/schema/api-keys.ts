@@ -13,6 +13,11 @@ export const apiKeys = pgTable(
     kind: text("kind", { enum: ["api", "model"] }).notNull(),
     /** Only for model keys: restricts the key to one deployment. */
     deploymentId: text("deployment_id").references(() => deployments.id, { onDelete: "cascade" }),
+    /**
+     * Only for model keys: the pipelines the key may capture completions into (docs/api.md,
+     * "Capture"). Null: any pipeline of the team; empty: none.
+     */
+    capturePipelines: text("capture_pipelines").array(),
     name: text("name"),
     /** The first characters of the secret, shown in lists so a person can tell keys apart. */
     prefix: text("prefix").notNull(),

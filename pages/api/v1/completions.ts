@@ -36,6 +36,7 @@ export default nodeApiRoute(
       echo: params.echo,
       requestId,
       endpoint: "completions",
+      key: principal.key,
     });
     const meta = textCompletionMeta(name);
     // `signal`: aborted when the client disconnects, which stops the generation.

@@ -6,6 +6,7 @@ import { requireTeamContext } from "@/lib/auth/session";
 import { getDb } from "@/lib/db/client";
 import { listApiKeys } from "@/lib/services/api-keys";
 import { listDeployments } from "@/lib/services/deployments";
+import { listPipelines } from "@/lib/services/pipelines";
 import { toApiKeyDto } from "@/lib/ui/api-key-dto";
 
 export const metadata: Metadata = { title: "API keys · LM Platform" };
@@ -13,7 +14,12 @@ export const metadata: Metadata = { title: "API keys · LM Platform" };
 export default async function KeysPage() {
   const { team } = await requireTeamContext("/settings/keys");
   const db = getDb().db;
-  const [keys, deployments] = await Promise.all([listApiKeys(db, team.id), listDeployments(db, team.id)]);
+  const [keys, deployments, pipelines] = await Promise.all([
+    listApiKeys(db, team.id),
+    listDeployments(db, team.id),
+    listPipelines(db, team.id),
+  ]);
+  const pipelineNames = pipelines.map((p) => ({ id: p.id, name: p.name }));
   return (
     <>
       <PageHeader
@@ -22,11 +28,12 @@ export default async function KeysPage() {
         actions={
           <CreateKeyButton
             deployments={deployments.map((d) => ({ id: d.id, name: d.name }))}
+            pipelines={pipelineNames}
             canCreateApiKeys={team.role === "owner"}
           />
         }
       />
-      <KeysTable initial={keys.map(toApiKeyDto)} canRevoke={team.role === "owner"} />
+      <KeysTable initial={keys.map(toApiKeyDto)} pipelines={pipelineNames} canRevoke={team.role === "owner"} />
     </>
   );
 }

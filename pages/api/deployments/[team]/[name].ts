@@ -19,9 +19,10 @@ export const config = { api: { bodyParser: false, responseLimit: false } };
 
 const POST = nodeDeploymentRoute(
   { method: "POST", body: DeploymentCompletionBody },
-  async ({ req, body, requestId, handle, team, deployment, signal, meter }) => {
+  async ({ req, body, requestId, handle, team, deployment, key, signal, meter }) => {
     const { stream, pipeline, ...params } = body;
-    // Checked before anything is generated: an unknown or foreign pipeline is a 404.
+    // Checked before anything is generated: an unknown or foreign pipeline is a 404, one outside
+    // the model key's capture scope a 403.
     const capture = await deploymentCapture(handle.db, {
       requested: requestedCapture(pipeline, req.headers),
       team,
@@ -29,6 +30,7 @@ const POST = nodeDeploymentRoute(
       prompt: params.prompt,
       echo: params.echo,
       requestId,
+      key,
     });
     if (stream) {
       const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter, capture });
@@ -41,7 +43,7 @@ const POST = nodeDeploymentRoute(
 
 const GET = nodeDeploymentRoute(
   { method: "GET" },
-  async ({ req, query, requestId, handle, team, deployment, signal, meter }) => {
+  async ({ req, query, requestId, handle, team, deployment, key, signal, meter }) => {
     const params = parseStreamQuery(query);
     const capture = await deploymentCapture(handle.db, {
       requested: requestedCapture(undefined, req.headers),
@@ -49,6 +51,7 @@ const GET = nodeDeploymentRoute(
       deployment,
       prompt: params.prompt,
       requestId,
+      key,
     });
     const events = await openStreamOnDeployment(handle.db, deployment, params, { signal, requestId, meter, capture });
     return { events: updateStreamFrames(events, requestId) };

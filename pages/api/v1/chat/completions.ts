@@ -45,6 +45,7 @@ export default nodeApiRoute(
         deploymentId: deployment.id,
         model: deployment.model,
         requestId,
+        keyId: principal.key.id,
       },
     };
     // `signal`: aborted when the client disconnects, which stops the generation.
