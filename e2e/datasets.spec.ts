@@ -51,10 +51,14 @@ test("a selection becomes a dataset that is packaged, downloaded and deleted", a
   await expect(row).toContainText("3");
   await shot(page, "14-datasets");
 
-  const [download] = await Promise.all([
+  const [download, signed] = await Promise.all([
     page.waitForEvent("download"),
+    page.waitForResponse((r) => /\/api\/ui\/datasets\/[^/]+\/download/.test(r.url())),
     row.getByRole("button", { name: "Download german-feedback" }).click(),
   ]);
+  // The app's own signed URL comes as a path: fetched from the host the dashboard is open on,
+  // whatever PUBLIC_URL's host (localhost by default) is.
+  expect((await signed.json()).url).toMatch(/^\/v1\/blobs\//);
   const lines = readFileSync((await download.path())!, "utf8")
     .trim()
     .split("\n");

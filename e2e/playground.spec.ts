@@ -66,9 +66,9 @@ test("the playground streams a completion with its logprobs", async ({ page }) =
   // request never answered), so that it is still running whatever the machine's speed.
   const streams: string[] = [];
   const aborted: string[] = [];
-  await page.route("**/api/ui/deployments/*/stream?**", () => {});
-  page.on("request", (r) => void (r.url().includes("/stream?") && streams.push(r.url())));
-  page.on("requestfailed", (r) => void (r.url().includes("/stream?") && aborted.push(r.url())));
+  await page.route("**/api/ui/deployments/*/stream", () => {});
+  page.on("request", (r) => void (r.url().endsWith("/stream") && streams.push(r.url())));
+  page.on("requestfailed", (r) => void (r.url().endsWith("/stream") && aborted.push(r.url())));
   await page.getByLabel("Bad words").fill("");
   await page.getByRole("button", { name: "Generate" }).click();
   await expect(page.getByRole("button", { name: "Generating…" })).toBeDisabled();

@@ -32,7 +32,10 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
       a.remove();
     },
   });
-  if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;
+  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
+  const stale = q.isError ? (
+    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
+  ) : null;
   const d = q.data;
   const s = d.stats;
   const o = d.options;
@@ -47,72 +50,75 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
     o.maxTokens !== undefined ? `at most ${n(o.maxTokens)} tokens` : null,
   ].filter(Boolean);
   return (
-    <div className="space-y-6" data-testid="dataset-detail">
-      <div className="flex flex-wrap items-center gap-3 text-sm">
-        <span data-testid="dataset-status">
-          <Badge tone={d.status === "READY" ? "green" : d.status === "FAILED" ? "red" : "amber"}>{d.status}</Badge>
-        </span>
-        <span className="text-zinc-600 dark:text-zinc-400">{options.join(" · ")}</span>
-        {d.status === "PROCESSING" ? <span className="text-zinc-500">{n(d.progress)} samples read…</span> : null}
-      </div>
-      {d.error ? <ErrorBanner message={d.error} /> : null}
-      {download.isError ? <ErrorBanner message={download.error.message} /> : null}
-      {s ? (
-        <dl className="grid grid-cols-2 gap-3 sm:grid-cols-4" data-testid="dataset-stats">
-          <Stat label="Included" value={n(s.included)} />
-          {s.splits ? (
-            <Stat label="Train / validation" value={`${n(s.splits.train)} / ${n(s.splits.validation)}`} />
-          ) : null}
-          {s.skipped?.invalid !== undefined ? (
-            <Stat
-              label="Invalid"
-              value={n(Object.values(s.skipped.invalid).reduce((a, b) => a + b, 0))}
-              detail={reasons(s.skipped.invalid)}
-            />
-          ) : null}
-          {s.skipped?.duplicate !== undefined ? <Stat label="Duplicates" value={n(s.skipped.duplicate)} /> : null}
-          {s.skipped?.tooLong !== undefined ? <Stat label="Too long" value={n(s.skipped.tooLong)} /> : null}
-          {s.skipped?.template !== undefined ? (
-            <Stat label="Refused by the chat template" value={n(s.skipped.template)} />
-          ) : null}
-          {s.tokens ? (
-            <>
-              <Stat label="Tokens" value={n(s.tokens.total)} />
-              <Stat label="p50 / p95 / max" value={`${n(s.tokens.p50)} / ${n(s.tokens.p95)} / ${n(s.tokens.max)}`} />
-            </>
-          ) : null}
-        </dl>
-      ) : null}
-      {s?.tokens ? (
-        <Card className="p-4">
-          <h2 className="mb-2 text-sm font-semibold">Tokens per sample</h2>
-          <TokenHistogram binWidth={s.tokens.histogram.binWidth} counts={s.tokens.histogram.counts} />
-        </Card>
-      ) : null}
-      {d.files.length > 0 ? (
-        <Card className="divide-y divide-zinc-200 dark:divide-zinc-800" data-testid="dataset-files">
-          {d.files.map((f) => (
-            <div key={f.name} className="flex items-center justify-between gap-3 px-4 py-3 text-sm">
-              <div>
-                <div className="font-mono text-xs">{f.name}</div>
-                <div className="text-xs text-zinc-500 dark:text-zinc-400">
-                  {n(f.samples)} samples · {formatBytes(f.bytes)}
+    <>
+      {stale}
+      <div className="space-y-6" data-testid="dataset-detail">
+        <div className="flex flex-wrap items-center gap-3 text-sm">
+          <span data-testid="dataset-status">
+            <Badge tone={d.status === "READY" ? "green" : d.status === "FAILED" ? "red" : "amber"}>{d.status}</Badge>
+          </span>
+          <span className="text-zinc-600 dark:text-zinc-400">{options.join(" · ")}</span>
+          {d.status === "PROCESSING" ? <span className="text-zinc-500">{n(d.progress)} samples read…</span> : null}
+        </div>
+        {d.error ? <ErrorBanner message={d.error} /> : null}
+        {download.isError ? <ErrorBanner message={download.error.message} /> : null}
+        {s ? (
+          <dl className="grid grid-cols-2 gap-3 sm:grid-cols-4" data-testid="dataset-stats">
+            <Stat label="Included" value={n(s.included)} />
+            {s.splits ? (
+              <Stat label="Train / validation" value={`${n(s.splits.train)} / ${n(s.splits.validation)}`} />
+            ) : null}
+            {s.skipped?.invalid !== undefined ? (
+              <Stat
+                label="Invalid"
+                value={n(Object.values(s.skipped.invalid).reduce((a, b) => a + b, 0))}
+                detail={reasons(s.skipped.invalid)}
+              />
+            ) : null}
+            {s.skipped?.duplicate !== undefined ? <Stat label="Duplicates" value={n(s.skipped.duplicate)} /> : null}
+            {s.skipped?.tooLong !== undefined ? <Stat label="Too long" value={n(s.skipped.tooLong)} /> : null}
+            {s.skipped?.template !== undefined ? (
+              <Stat label="Refused by the chat template" value={n(s.skipped.template)} />
+            ) : null}
+            {s.tokens ? (
+              <>
+                <Stat label="Tokens" value={n(s.tokens.total)} />
+                <Stat label="p50 / p95 / max" value={`${n(s.tokens.p50)} / ${n(s.tokens.p95)} / ${n(s.tokens.max)}`} />
+              </>
+            ) : null}
+          </dl>
+        ) : null}
+        {s?.tokens ? (
+          <Card className="p-4">
+            <h2 className="mb-2 text-sm font-semibold">Tokens per sample</h2>
+            <TokenHistogram binWidth={s.tokens.histogram.binWidth} counts={s.tokens.histogram.counts} />
+          </Card>
+        ) : null}
+        {d.files.length > 0 ? (
+          <Card className="divide-y divide-zinc-200 dark:divide-zinc-800" data-testid="dataset-files">
+            {d.files.map((f) => (
+              <div key={f.name} className="flex items-center justify-between gap-3 px-4 py-3 text-sm">
+                <div>
+                  <div className="font-mono text-xs">{f.name}</div>
+                  <div className="text-xs text-zinc-500 dark:text-zinc-400">
+                    {n(f.samples)} samples · {formatBytes(f.bytes)}
+                  </div>
                 </div>
+                <Button
+                  variant="secondary"
+                  size="sm"
+                  aria-label={`Download ${f.name}`}
+                  disabled={download.isPending}
+                  onClick={() => download.mutate(f.split)}
+                >
+                  Download
+                </Button>
               </div>
-              <Button
-                variant="secondary"
-                size="sm"
-                aria-label={`Download ${f.name}`}
-                disabled={download.isPending}
-                onClick={() => download.mutate(f.split)}
-              >
-                Download
-              </Button>
-            </div>
-          ))}
-        </Card>
-      ) : null}
-    </div>
+            ))}
+          </Card>
+        ) : null}
+      </div>
+    </>
   );
 }
 

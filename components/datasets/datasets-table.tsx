@@ -65,81 +65,95 @@ export function DatasetsTable({ initial, canDelete }: { initial: DatasetDto[]; c
       queryClient.invalidateQueries({ queryKey: ["datasets"] });
     },
   });
-  if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;
+  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
+  const stale = q.isError ? (
+    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
+  ) : null;
   if (q.data.length === 0) {
     return (
-      <EmptyState title="No datasets yet">
-        <p>
-          Open a{" "}
-          <Link href="/pipelines" className="font-medium text-indigo-600 hover:underline dark:text-indigo-400">
-            pipeline
-          </Link>
-          , filter its samples, and choose <span className="font-medium">Create dataset</span> to package the selection
-          as a JSONL file.
-        </p>
-      </EmptyState>
+      <>
+        {stale}
+        <EmptyState title="No datasets yet">
+          <p>
+            Open a{" "}
+            <Link href="/pipelines" className="font-medium text-indigo-600 hover:underline dark:text-indigo-400">
+              pipeline
+            </Link>
+            , filter its samples, and choose <span className="font-medium">Create dataset</span> to package the
+            selection as a JSONL file.
+          </p>
+        </EmptyState>
+      </>
     );
   }
   return (
     <>
-      {download.isError ? <ErrorBanner message={download.error.message} /> : null}
-      <DataTable testId="datasets-table" columns={columns}>
-        {q.data.map((d) => (
-          <tr key={d.id} data-dataset-id={d.id}>
-            <td className="px-4 py-3 font-medium">
-              <Link
-                href={`/datasets/${d.id}`}
-                className="hover:text-indigo-600 hover:underline dark:hover:text-indigo-400"
-              >
-                {d.name}
-              </Link>
-            </td>
-            <td className="px-4 py-3 font-mono text-xs">{d.datasetString}</td>
-            <td className="px-4 py-3 text-right tabular-nums">
-              {d.size.toLocaleString("en-US")}
-              <div className="text-xs text-zinc-500 dark:text-zinc-400">{formatBytes(d.bytes)}</div>
-            </td>
-            <td className="px-4 py-3" data-testid="dataset-status">
-              <StatusCell dataset={d} />
-            </td>
-            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-              <Time iso={d.createdAt} />
-            </td>
-            <td className="whitespace-nowrap px-4 py-3 text-right">
-              <Button
-                variant="secondary"
-                size="sm"
-                // A split dataset has two files: they are downloaded from its page.
-                disabled={d.status !== "READY" || download.isPending || d.files.length !== 1}
-                aria-label={`Download ${d.name}`}
-                onClick={() => download.mutate(d.id)}
-              >
-                Download
-              </Button>{" "}
-              {canDelete && (
-                <Button variant="danger-ghost" size="sm" aria-label={`Delete ${d.name}`} onClick={() => setDeleting(d)}>
-                  Delete
-                </Button>
-              )}
-            </td>
-          </tr>
-        ))}
-      </DataTable>
-      <ConfirmDialog
-        open={deleting !== null}
-        onClose={() => {
-          setDeleting(null);
-          remove.reset(); // the next one opened starts without this one's error
-        }}
-        title={`Delete ${deleting?.name ?? "dataset"}?`}
-        description="Its file is removed and its name becomes free. The samples stay in their pipeline."
-        testId="delete-dataset-dialog"
-        confirmLabel="Delete dataset"
-        pendingLabel="Deleting…"
-        pending={remove.isPending}
-        error={remove.error}
-        onConfirm={() => deleting && remove.mutate(deleting.id)}
-      />
+      {stale}
+      <>
+        {download.isError ? <ErrorBanner message={download.error.message} /> : null}
+        <DataTable testId="datasets-table" columns={columns}>
+          {q.data.map((d) => (
+            <tr key={d.id} data-dataset-id={d.id}>
+              <td className="px-4 py-3 font-medium">
+                <Link
+                  href={`/datasets/${d.id}`}
+                  className="hover:text-indigo-600 hover:underline dark:hover:text-indigo-400"
+                >
+                  {d.name}
+                </Link>
+              </td>
+              <td className="px-4 py-3 font-mono text-xs">{d.datasetString}</td>
+              <td className="px-4 py-3 text-right tabular-nums">
+                {d.size.toLocaleString("en-US")}
+                <div className="text-xs text-zinc-500 dark:text-zinc-400">{formatBytes(d.bytes)}</div>
+              </td>
+              <td className="px-4 py-3" data-testid="dataset-status">
+                <StatusCell dataset={d} />
+              </td>
+              <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+                <Time iso={d.createdAt} />
+              </td>
+              <td className="whitespace-nowrap px-4 py-3 text-right">
+                <Button
+                  variant="secondary"
+                  size="sm"
+                  // A split dataset has two files: they are downloaded from its page.
+                  disabled={d.status !== "READY" || download.isPending || d.files.length !== 1}
+                  aria-label={`Download ${d.name}`}
+                  onClick={() => download.mutate(d.id)}
+                >
+                  Download
+                </Button>{" "}
+                {canDelete && (
+                  <Button
+                    variant="danger-ghost"
+                    size="sm"
+                    aria-label={`Delete ${d.name}`}
+                    onClick={() => setDeleting(d)}
+                  >
+                    Delete
+                  </Button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
+        <ConfirmDialog
+          open={deleting !== null}
+          onClose={() => {
+            setDeleting(null);
+            remove.reset(); // the next one opened starts without this one's error
+          }}
+          title={`Delete ${deleting?.name ?? "dataset"}?`}
+          description="Its file is removed and its name becomes free. The samples stay in their pipeline."
+          testId="delete-dataset-dialog"
+          confirmLabel="Delete dataset"
+          pendingLabel="Deleting…"
+          pending={remove.isPending}
+          error={remove.error}
+          onConfirm={() => deleting && remove.mutate(deleting.id)}
+        />
+      </>
     </>
   );
 }

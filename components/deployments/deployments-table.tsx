@@ -43,89 +43,103 @@ export function DeploymentsTable({ initial, canManage }: { initial: DeploymentDt
       queryClient.invalidateQueries({ queryKey: ["keys"] }); // its model keys went with it
     },
   });
-  if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;
+  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
+  const stale = q.isError ? (
+    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
+  ) : null;
   if (q.data.length === 0) {
     return (
-      <EmptyState title="No deployments yet">
-        <p>
-          {canManage ? "Deploy a model with the button above, or with " : "Owners deploy models, here or with "}
-          <code className="font-mono">npm run cli -- deployment:create --team … --name … --model …</code>; it then
-          appears here with its state, its URL and a playground.
-        </p>
-      </EmptyState>
+      <>
+        {stale}
+        <EmptyState title="No deployments yet">
+          <p>
+            {canManage ? "Deploy a model with the button above, or with " : "Owners deploy models, here or with "}
+            <code className="font-mono">npm run cli -- deployment:create --team … --name … --model …</code>; it then
+            appears here with its state, its URL and a playground.
+          </p>
+        </EmptyState>
+      </>
     );
   }
   return (
     <>
-      <DataTable testId="deployments-table" columns={columns}>
-        {q.data.map((d) => (
-          <tr key={d.id} data-deployment={d.name}>
-            <td className="px-4 py-3 font-medium">{d.name}</td>
-            <td className="max-w-56 px-4 py-3">
-              <div className="truncate font-mono text-xs" title={d.model}>
-                {d.model}
-              </div>
-              {d.upstream ? (
-                <div className="truncate text-xs text-zinc-500 dark:text-zinc-400" title={d.upstream.urls.join(", ")}>
-                  upstream {d.upstream.kind} · {d.upstream.urls.length} URL{d.upstream.urls.length > 1 ? "s" : ""}
+      {stale}
+      <>
+        <DataTable testId="deployments-table" columns={columns}>
+          {q.data.map((d) => (
+            <tr key={d.id} data-deployment={d.name}>
+              <td className="px-4 py-3 font-medium">{d.name}</td>
+              <td className="max-w-56 px-4 py-3">
+                <div className="truncate font-mono text-xs" title={d.model}>
+                  {d.model}
                 </div>
-              ) : (
-                <div className="text-xs text-zinc-500 dark:text-zinc-400">
-                  {d.dtype}
-                  {d.dtype === "auto" && d.status.dtype ? ` → ${d.status.dtype}` : ""}
+                {d.upstream ? (
+                  <div className="truncate text-xs text-zinc-500 dark:text-zinc-400" title={d.upstream.urls.join(", ")}>
+                    upstream {d.upstream.kind} · {d.upstream.urls.length} URL{d.upstream.urls.length > 1 ? "s" : ""}
+                  </div>
+                ) : (
+                  <div className="text-xs text-zinc-500 dark:text-zinc-400">
+                    {d.dtype}
+                    {d.dtype === "auto" && d.status.dtype ? ` → ${d.status.dtype}` : ""}
+                  </div>
+                )}
+              </td>
+              <td className="px-4 py-3">
+                <DeploymentStatus status={d.status} />
+              </td>
+              <td className="max-w-72 px-4 py-3">
+                <div className="flex items-center gap-2">
+                  <code className="truncate font-mono text-xs" title={d.url}>
+                    {d.url}
+                  </code>
+                  <CopyButton text={d.url} label="Copy URL" />
                 </div>
-              )}
-            </td>
-            <td className="px-4 py-3">
-              <DeploymentStatus status={d.status} />
-            </td>
-            <td className="max-w-72 px-4 py-3">
-              <div className="flex items-center gap-2">
-                <code className="truncate font-mono text-xs" title={d.url}>
-                  {d.url}
-                </code>
-                <CopyButton text={d.url} label="Copy URL" />
-              </div>
-            </td>
-            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-              <Time iso={d.createdAt} />
-            </td>
-            <td className="whitespace-nowrap px-4 py-3 text-right">
-              <Link
-                href={`/playground?deployment=${encodeURIComponent(d.name)}`}
-                className="text-sm font-medium text-indigo-600 hover:underline dark:text-indigo-400"
-              >
-                Playground
-              </Link>{" "}
-              {canManage && (
-                <Button variant="danger-ghost" size="sm" aria-label={`Delete ${d.name}`} onClick={() => setDeleting(d)}>
-                  Delete
-                </Button>
-              )}
-            </td>
-          </tr>
-        ))}
-      </DataTable>
-      <ConfirmDialog
-        open={deleting !== null}
-        onClose={() => {
-          setDeleting(null);
-          remove.reset(); // the next one opened starts without this one's error
-        }}
-        title={`Delete ${deleting?.name ?? "deployment"}?`}
-        description={
-          <>
-            Its URL stops answering and the model keys scoped to it are deleted with it. The model files stay in the
-            workers&apos; cache.
-          </>
-        }
-        testId="delete-deployment-dialog"
-        confirmLabel="Delete deployment"
-        pendingLabel="Deleting…"
-        pending={remove.isPending}
-        error={remove.error}
-        onConfirm={() => deleting && remove.mutate(deleting.name)}
-      />
+              </td>
+              <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+                <Time iso={d.createdAt} />
+              </td>
+              <td className="whitespace-nowrap px-4 py-3 text-right">
+                <Link
+                  href={`/playground?deployment=${encodeURIComponent(d.name)}`}
+                  className="text-sm font-medium text-indigo-600 hover:underline dark:text-indigo-400"
+                >
+                  Playground
+                </Link>{" "}
+                {canManage && (
+                  <Button
+                    variant="danger-ghost"
+                    size="sm"
+                    aria-label={`Delete ${d.name}`}
+                    onClick={() => setDeleting(d)}
+                  >
+                    Delete
+                  </Button>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
+        <ConfirmDialog
+          open={deleting !== null}
+          onClose={() => {
+            setDeleting(null);
+            remove.reset(); // the next one opened starts without this one's error
+          }}
+          title={`Delete ${deleting?.name ?? "deployment"}?`}
+          description={
+            <>
+              Its URL stops answering and the model keys scoped to it are deleted with it. The model files stay in the
+              workers&apos; cache.
+            </>
+          }
+          testId="delete-deployment-dialog"
+          confirmLabel="Delete deployment"
+          pendingLabel="Deleting…"
+          pending={remove.isPending}
+          error={remove.error}
+          onConfirm={() => deleting && remove.mutate(deleting.name)}
+        />
+      </>
     </>
   );
 }

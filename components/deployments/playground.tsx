@@ -2,7 +2,7 @@
 
 import { useEffect, useRef, useState } from "react";
 import { fieldErrors } from "../ui/form-errors";
-import { PlaygroundBody, toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
+import { PlaygroundBody, type PlaygroundParams } from "@/lib/ui/playground-query";
 import { Button } from "../ui/button";
 import { Card } from "../ui/card";
 import { Field, Input, Select } from "../ui/field";
@@ -49,12 +49,21 @@ export function Playground({
   pipelines = [],
   initial,
 }: {
-  deployments: { name: string; model: string }[];
+  /**
+   * `unsupported`: the parameters its backend cannot honour on a prompt (an upstream server's kind,
+   * lib/inference/backends/capabilities.ts); their controls are disabled, and never sent.
+   */
+  deployments: { name: string; model: string; backend?: string; unsupported?: string[] }[];
   /** "Save to pipeline": the team's pipelines a finished completion may be captured into. */
   pipelines?: { id: string; name: string }[];
   initial?: string;
 }) {
   const [deployment, setDeployment] = useState(initial ?? deployments[0]?.name ?? "");
+  const current = deployments.find((d) => d.name === deployment);
+  const unsupported = new Set(current?.unsupported ?? []);
+  /** A control's hint when the deployment's backend cannot honour its parameter. */
+  const offHere = (param: string) => (unsupported.has(param) ? `Not on ${current?.backend} deployments.` : undefined);
+  const ok = (param: string) => !unsupported.has(param);
   const [saveTo, setSaveTo] = useState("");
   const [saved, setSaved] = useState<string | null>(null);
   const [text, setText] = useState("");
@@ -78,6 +87,7 @@ export function Playground({
     const d = new FormData(form);
     const bias = jsonField(d.get("logit_bias"));
     if (bias.error) return setErrors({ logit_bias: bias.error });
+    // Disabled controls are not in the form data: a parameter the backend cannot honour is not sent.
     const params: PlaygroundParams = {
       prompt: String(d.get("prompt") ?? ""),
       max_tokens: num(d.get("max_tokens")),
@@ -86,8 +96,8 @@ export function Playground({
       top_k: num(d.get("top_k")),
       repetition_penalty: num(d.get("repetition_penalty")),
       seed: num(d.get("seed")),
-      logprobs: withLogprobs ? num(d.get("logprobs")) : undefined,
-      tfs: tfs < 1 ? tfs : undefined,
+      logprobs: withLogprobs && ok("logprobs") ? num(d.get("logprobs")) : undefined,
+      tfs: tfs < 1 && ok("tfs") ? tfs : undefined,
       stop: list(d.get("stop")),
       bad_words: list(d.get("bad_words")),
       logit_bias: bias.value as PlaygroundParams["logit_bias"],
@@ -105,9 +115,11 @@ export function Playground({
     const controller = new AbortController();
     abort.current = controller;
     try {
-      const res = await fetch(`/api/ui/deployments/${deployment}/stream?${toPlaygroundSearch(params)}`, {
+      const res = await fetch(`/api/ui/deployments/${encodeURIComponent(deployment)}/stream`, {
+        method: "POST",
         signal: controller.signal,
-        headers: pageTeamHeaders(),
+        headers: { ...pageTeamHeaders(), "content-type": "application/json" },
+        body: JSON.stringify(params),
       });
       if (!res.ok) {
         const body = await res.json().catch(() => null);
@@ -176,8 +188,8 @@ export function Playground({
           <Field id="pg-max-tokens" label="Max tokens" error={errors.max_tokens}>
             <Input id="pg-max-tokens" name="max_tokens" type="number" min={1} max={2048} defaultValue={32} />
           </Field>
-          <Field id="pg-seed" label="Seed" error={errors.seed}>
-            <Input id="pg-seed" name="seed" type="number" min={0} placeholder="random" />
+          <Field id="pg-seed" label="Seed" error={errors.seed} hint={offHere("seed")}>
+            <Input id="pg-seed" name="seed" type="number" min={0} placeholder="random" disabled={!ok("seed")} />
           </Field>
         </div>
         <Slider
@@ -188,12 +200,25 @@ export function Playground({
           hint="0 = greedy"
         />
         <Slider id="pg-top-p" label="Top p" value={topP} onChange={setTopP} />
-        <Slider id="pg-tfs" label="Tail-free sampling" value={tfs} onChange={setTfs} hint="1 = off" />
+        <Slider
+          id="pg-tfs"
+          label="Tail-free sampling"
+          value={tfs}
+          onChange={setTfs}
+          hint="1 = off"
+          disabled={!ok("tfs")}
+          note={offHere("tfs")}
+        />
         <div className="grid grid-cols-2 gap-3">
-          <Field id="pg-top-k" label="Top k" error={errors.top_k}>
-            <Input id="pg-top-k" name="top_k" type="number" min={1} placeholder="off" />
+          <Field id="pg-top-k" label="Top k" error={errors.top_k} hint={offHere("top_k")}>
+            <Input id="pg-top-k" name="top_k" type="number" min={1} placeholder="off" disabled={!ok("top_k")} />
           </Field>
-          <Field id="pg-repetition" label="Repetition penalty" error={errors.repetition_penalty}>
+          <Field
+            id="pg-repetition"
+            label="Repetition penalty"
+            error={errors.repetition_penalty}
+            hint={offHere("repetition_penalty")}
+          >
             <Input
               id="pg-repetition"
               name="repetition_penalty"
@@ -201,36 +226,49 @@ export function Playground({
               min={1}
               step={0.05}
               placeholder="1 (off)"
+              disabled={!ok("repetition_penalty")}
             />
           </Field>
         </div>
         <Field id="pg-stop" label="Stop sequences" error={errors.stop} hint="Comma-separated; \n for a newline.">
           <Input id="pg-stop" name="stop" placeholder="\n, The end" />
         </Field>
-        <Field id="pg-bad-words" label="Bad words" error={errors.bad_words} hint="Comma-separated; never generated.">
-          <Input id="pg-bad-words" name="bad_words" placeholder="darn, heck" />
+        <Field
+          id="pg-bad-words"
+          label="Bad words"
+          error={errors.bad_words}
+          hint={offHere("bad_words") ?? "Comma-separated; never generated."}
+        >
+          <Input id="pg-bad-words" name="bad_words" placeholder="darn, heck" disabled={!ok("bad_words")} />
         </Field>
         <Field
           id="pg-logit-bias"
           label="Logit bias"
           error={errors.logit_bias}
-          hint="JSON: a token (or token id) → −100…100; −100 bans it."
+          hint={offHere("logit_bias") ?? "JSON: a token (or token id) → −100…100; −100 bans it."}
         >
-          <Input id="pg-logit-bias" name="logit_bias" placeholder='{" the": -100, "464": 5}' className="font-mono" />
+          <Input
+            id="pg-logit-bias"
+            name="logit_bias"
+            placeholder='{" the": -100, "464": 5}'
+            className="font-mono"
+            disabled={!ok("logit_bias")}
+          />
         </Field>
         <div className="flex items-end gap-3">
           <label className="flex items-center gap-2 pb-2 text-sm font-medium">
             <input
               type="checkbox"
-              checked={withLogprobs}
+              checked={withLogprobs && ok("logprobs")}
+              disabled={!ok("logprobs")}
               onChange={(e) => setWithLogprobs(e.target.checked)}
               className="size-4 accent-indigo-600"
             />
             Logprobs
           </label>
           <div className="flex-1">
-            <Field id="pg-logprobs" label="Alternatives per token" error={errors.logprobs}>
-              <Select id="pg-logprobs" name="logprobs" defaultValue="3" disabled={!withLogprobs}>
+            <Field id="pg-logprobs" label="Alternatives per token" error={errors.logprobs} hint={offHere("logprobs")}>
+              <Select id="pg-logprobs" name="logprobs" defaultValue="3" disabled={!withLogprobs || !ok("logprobs")}>
                 {[1, 2, 3, 4, 5].map((n) => (
                   <option key={n} value={n}>
                     {n}
@@ -298,12 +336,17 @@ function Slider({
   value,
   onChange,
   hint,
+  disabled,
+  note,
 }: {
   id: string;
   label: string;
   value: number;
   onChange: (v: number) => void;
   hint?: string;
+  disabled?: boolean;
+  /** Shown under the slider (why it is disabled). */
+  note?: string;
 }) {
   return (
     <div className="space-y-1.5">
@@ -324,8 +367,10 @@ function Slider({
         step={0.01}
         value={value}
         onChange={(e) => onChange(Number(e.target.value))}
-        className="w-full accent-indigo-600"
+        disabled={disabled}
+        className="w-full accent-indigo-600 disabled:opacity-50"
       />
+      {note ? <p className="text-xs text-zinc-500 dark:text-zinc-400">{note}</p> : null}
     </div>
   );
 }

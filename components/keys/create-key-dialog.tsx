@@ -55,7 +55,7 @@ export function CreateKeyButton({
       <Dialog
         open={open}
         onClose={close}
-        dismissible={!created}
+        dismissible={!created && !create.isPending}
         title={created ? "Copy your new key" : "Create a key"}
         description={
           created
@@ -187,7 +187,8 @@ export function CreateKeyButton({
               </Field>
             ) : null}
             <div className="flex justify-end gap-2 pt-1">
-              <Button variant="secondary" onClick={close}>
+              {/* Not while the key is being made: it would be made all the same, its secret shown later. */}
+              <Button variant="secondary" onClick={close} disabled={create.isPending}>
                 Cancel
               </Button>
               <Button type="submit" disabled={create.isPending}>

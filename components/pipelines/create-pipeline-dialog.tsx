@@ -23,12 +23,19 @@ export function CreatePipelineButton({ label = "New pipeline" }: { label?: strin
     },
     onError: (e) => setError(e.message),
   });
+  // Until the pipeline's page has opened: a second click would make a second pipeline.
+  const busy = create.isPending || create.isSuccess;
+  const close = () => {
+    setOpen(false);
+    setError(undefined);
+  };
   return (
     <>
       <Button onClick={() => setOpen(true)}>{label}</Button>
       <Dialog
         open={open}
-        onClose={() => setOpen(false)}
+        onClose={close}
+        dismissible={!busy}
         title="New pipeline"
         description="A pipeline collects the chat samples your application sends."
         testId="create-pipeline-dialog"
@@ -55,11 +62,11 @@ export function CreatePipelineButton({ label = "New pipeline" }: { label?: strin
             />
           </Field>
           <div className="flex justify-end gap-2">
-            <Button variant="secondary" onClick={() => setOpen(false)}>
+            <Button variant="secondary" onClick={close} disabled={busy}>
               Cancel
             </Button>
-            <Button type="submit" disabled={create.isPending}>
-              {create.isPending ? "Creating…" : "Create pipeline"}
+            <Button type="submit" disabled={busy}>
+              {busy ? "Creating…" : "Create pipeline"}
             </Button>
           </div>
         </form>

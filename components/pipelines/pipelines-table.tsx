@@ -23,41 +23,50 @@ export function PipelinesTable({ initial }: { initial: PipelineDto[] }) {
     queryFn: ({ signal }) => uiFetch<PipelineDto[]>("/api/ui/pipelines", { signal }),
     initialData: initial,
   });
-  if (q.isError) return <ErrorBanner message={q.error.message} onRetry={() => q.refetch()} />;
+  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
+  const stale = q.isError ? (
+    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
+  ) : null;
   if (q.data.length === 0) {
     return (
-      <EmptyState title="No pipelines yet">
-        <p>Create a pipeline, then send it chat samples from your application with the API.</p>
-        <div className="mt-5">
-          <CreatePipelineButton label="Create your first pipeline" />
-        </div>
-      </EmptyState>
+      <>
+        {stale}
+        <EmptyState title="No pipelines yet">
+          <p>Create a pipeline, then send it chat samples from your application with the API.</p>
+          <div className="mt-5">
+            <CreatePipelineButton label="Create your first pipeline" />
+          </div>
+        </EmptyState>
+      </>
     );
   }
   return (
-    <DataTable testId="pipelines-table" columns={columns}>
-      {q.data.map((p) => (
-        <tr key={p.id} className="group hover:bg-zinc-50 dark:hover:bg-zinc-800/40">
-          <td className="px-4 py-3">
-            <Link
-              href={`/pipelines/${p.id}`}
-              className="font-medium text-zinc-900 group-hover:text-indigo-600 focus-visible:underline dark:text-zinc-100 dark:group-hover:text-indigo-400"
-            >
-              {p.name}
-            </Link>
-            <div className="font-mono text-xs text-zinc-500 dark:text-zinc-400">{p.id}</div>
-          </td>
-          <td className="px-4 py-3 text-right tabular-nums">
-            <SampleCount pipelineId={p.id} />
-          </td>
-          <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-            <Time iso={p.createdAt} />
-          </td>
-          <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
-            <Time iso={p.updatedAt} />
-          </td>
-        </tr>
-      ))}
-    </DataTable>
+    <>
+      {stale}
+      <DataTable testId="pipelines-table" columns={columns}>
+        {q.data.map((p) => (
+          <tr key={p.id} className="group hover:bg-zinc-50 dark:hover:bg-zinc-800/40">
+            <td className="px-4 py-3">
+              <Link
+                href={`/pipelines/${p.id}`}
+                className="font-medium text-zinc-900 group-hover:text-indigo-600 focus-visible:underline dark:text-zinc-100 dark:group-hover:text-indigo-400"
+              >
+                {p.name}
+              </Link>
+              <div className="font-mono text-xs text-zinc-500 dark:text-zinc-400">{p.id}</div>
+            </td>
+            <td className="px-4 py-3 text-right tabular-nums">
+              <SampleCount pipelineId={p.id} />
+            </td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              <Time iso={p.createdAt} />
+            </td>
+            <td className="px-4 py-3 text-zinc-600 dark:text-zinc-400">
+              <Time iso={p.updatedAt} />
+            </td>
+          </tr>
+        ))}
+      </DataTable>
+    </>
   );
 }

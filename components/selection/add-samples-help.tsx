@@ -25,7 +25,7 @@ export function AddSamplesHelp({ publicUrl, pipelineId }: { publicUrl: string; p
     <div data-testid="empty-state" className="rounded-lg border border-dashed border-zinc-300 p-6 dark:border-zinc-700">
       <h2 className="text-base font-semibold">No samples yet</h2>
       <p className="mt-1 text-sm text-zinc-500 dark:text-zinc-400">
-        Send conversations from your application with an API key (create one under{" "}
+        Send conversations from your application with an API key (an owner of the team creates one under{" "}
         <a href="/settings/keys" className="font-medium text-indigo-600 hover:underline dark:text-indigo-400">
           API keys
         </a>

@@ -43,10 +43,17 @@ export function CreateDatasetButton({
     filter.groupId ? `groupId = ${filter.groupId}` : null,
     ...Object.entries(filter.metadata ?? {}).map(([k, v]) => describeCondition(k, v)),
     filter.search ? `search “${filter.search}”` : null,
-    filter.createdAfter ? `after ${filter.createdAfter}` : null,
-    filter.createdBefore ? `before ${filter.createdBefore}` : null,
+    // In the viewer's time zone, as the filter bar takes them.
+    filter.createdAfter ? `after ${new Date(filter.createdAfter).toLocaleString()}` : null,
+    filter.createdBefore ? `before ${new Date(filter.createdBefore).toLocaleString()}` : null,
     filter.sample ? `random ${filter.sample.size} (seed ${filter.sample.seed})` : null,
   ].filter(Boolean);
+  // Until the datasets page has opened: a second click would ask for the same dataset again.
+  const busy = create.isPending || create.isSuccess;
+  const close = () => {
+    setOpen(false);
+    setErrors({});
+  };
   return (
     <>
       <Button variant="secondary" size="sm" onClick={() => setOpen(true)} disabled={count === 0}>
@@ -54,7 +61,8 @@ export function CreateDatasetButton({
       </Button>
       <Dialog
         open={open}
-        onClose={() => setOpen(false)}
+        onClose={close}
+        dismissible={!busy}
         title="Create a dataset"
         description="The selection is frozen now and packaged in the background."
         testId="create-dataset-dialog"
@@ -94,11 +102,11 @@ export function CreateDatasetButton({
           </div>
           <DatasetOptionsFields deployments={deployments} errors={errors} />
           <div className="flex justify-end gap-2">
-            <Button variant="secondary" onClick={() => setOpen(false)}>
+            <Button variant="secondary" onClick={close} disabled={busy}>
               Cancel
             </Button>
-            <Button type="submit" disabled={create.isPending}>
-              {create.isPending ? "Creating…" : "Create dataset"}
+            <Button type="submit" disabled={busy}>
+              {busy ? "Creating…" : "Create dataset"}
             </Button>
           </div>
         </form>

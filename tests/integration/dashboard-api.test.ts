@@ -7,7 +7,7 @@ import { AddSampleBody, PipelineSchema, SampleSchema } from "@/lib/contracts/pip
 import { createPipeline } from "@/lib/services/pipelines";
 import { setTeamLimits } from "@/lib/services/teams";
 import { addSample } from "@/lib/services/samples";
-import { toPlaygroundSearch, type PlaygroundParams } from "@/lib/ui/playground-query";
+import type { PlaygroundParams } from "@/lib/ui/playground-query";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { as, email, newUser, PASSWORD, signIn, signUp } from "../helpers/session";
 import { makeDeployment, parseSse } from "../helpers/deployments";
@@ -256,10 +256,10 @@ describe("a member's limits", () => {
     const { cookie, team } = await newUser();
     const dep = await makeDeployment(team);
     await setTeamLimits(db().db, { teamId: team.id, limits: { tokensPerMinute: 10 } });
-    const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 12, temperature: 0 });
-    const first = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    const body = { prompt: "The dog", max_tokens: 12, temperature: 0 };
+    const first = await as(cookie).post(`/api/ui/deployments/${dep.name}/stream`, body);
     expect(first.status, first.text).toBe(200);
-    const second = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    const second = await as(cookie).post(`/api/ui/deployments/${dep.name}/stream`, body);
     expect(second.status).toBe(429);
     expect(second.json.error.message).toMatch(/^Your dashboard session used its 10 tokens of the last minute/); // Its usage is the dashboard's (key ""), not a key named after the member's user id.
     const { secret } = await createApiKey(db().db, { teamId: team.id, kind: "api", name: "usage" });
@@ -272,23 +272,25 @@ describe("a member's limits", () => {
 describe("playground stream", () => {
   it("validates with the deployment endpoint's schema and finds only the team's deployments", async () => {
     const { cookie } = await newUser();
-    const bad = await as(cookie).get("/api/ui/deployments/demo/stream?prompt=hi&temperature=2");
+    const bad = await as(cookie).post("/api/ui/deployments/demo/stream", { prompt: "hi", temperature: 2 });
     expect(bad.status).toBe(400);
     expect(bad.json.error.param).toBe("temperature");
-    const streamParam = await as(cookie).get("/api/ui/deployments/demo/stream?prompt=hi&stream=true");
+    const streamParam = await as(cookie).post("/api/ui/deployments/demo/stream", { prompt: "hi", stream: true });
     expect(streamParam.json.error.param).toBe("stream");
-    const unknown = await as(cookie).get("/api/ui/deployments/nope/stream?prompt=hi");
+    const unknown = await as(cookie).post("/api/ui/deployments/nope/stream", { prompt: "hi" });
     expect(unknown.status).toBe(404);
     expect(unknown.json.error.type).toBe("not_found");
-    expect((await client().get("/api/ui/deployments/nope/stream?prompt=hi")).status).toBe(401);
+    expect((await client().post("/api/ui/deployments/nope/stream", { prompt: "hi" })).status).toBe(401);
+    // A POST with a JSON body: the old query-string form is gone (a long prompt outgrew it).
+    expect((await as(cookie).get("/api/ui/deployments/nope/stream?prompt=hi")).status).toBe(405);
   });
 
   it("applies the parameters the public GET stream lacks: logit_bias, bad_words, tfs", async () => {
     const { cookie, team } = await newUser();
     const dep = await makeDeployment(team);
     const stream = async (params: Partial<PlaygroundParams>) => {
-      const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 12, temperature: 0, logprobs: 1, ...params });
-      const res = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+      const body = { prompt: "The dog", max_tokens: 12, temperature: 0, logprobs: 1, ...params };
+      const res = await as(cookie).post(`/api/ui/deployments/${dep.name}/stream`, body);
       expect(res.status, res.text).toBe(200);
       const frames = parseSse(res.text)
         .map((e) => e.data)
@@ -320,14 +322,15 @@ describe("playground stream", () => {
     const dep = await makeDeployment(team);
     const pipeline = (await as(cookie).post("/api/ui/pipelines", { name: "saved" })).json.id as string;
     const foreign = await createPipeline(db().db, { teamId: (await makeTeam()).id, name: "theirs" });
-    const refused = await as(cookie).get(
-      `/api/ui/deployments/${dep.name}/stream?${toPlaygroundSearch({ prompt: "Hi", pipeline: { id: foreign.id } })}`,
-    );
+    const refused = await as(cookie).post(`/api/ui/deployments/${dep.name}/stream`, {
+      prompt: "Hi",
+      pipeline: { id: foreign.id },
+    });
     expect(refused.status).toBe(404);
     expect(refused.json.error).toMatchObject({ type: "not_found", param: "pipeline" });
 
-    const search = toPlaygroundSearch({ prompt: "The dog", max_tokens: 6, seed: 1, pipeline: { id: pipeline } });
-    const res = await as(cookie).get(`/api/ui/deployments/${dep.name}/stream?${search}`);
+    const body = { prompt: "The dog", max_tokens: 6, seed: 1, pipeline: { id: pipeline } };
+    const res = await as(cookie).post(`/api/ui/deployments/${dep.name}/stream`, body);
     expect(res.status, res.text).toBe(200);
     const text = parseSse(res.text)
       .map((e) => e.data)

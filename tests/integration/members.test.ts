@@ -5,7 +5,6 @@ import { teams, users } from "@/lib/db/schema";
 import { createInvite } from "@/lib/services/members";
 import { createTeam } from "@/lib/services/teams";
 import { createUser } from "@/lib/services/users";
-import { toPlaygroundSearch } from "@/lib/ui/playground-query";
 import { baseUrl, client } from "../helpers/context";
 import { makeDeployment, noEosBias, parseSse } from "../helpers/deployments";
 import { ownWorld } from "../helpers/own-world";
@@ -212,14 +211,11 @@ describe("members", () => {
     const inviteeId = (
       (await as(invitee.cookie).get("/api/ui/team/members")).json as { userId: string; you: boolean }[]
     ).find((m) => m.you)!.userId;
-    const search = toPlaygroundSearch({
-      prompt: "The city was quiet",
-      max_tokens: 1000,
-      temperature: 0,
-      logit_bias: await noEosBias(),
-    });
-    const res = await fetch(`${baseUrl}/api/ui/deployments/${dep.name}/stream?${search}`, {
-      headers: { cookie: invitee.cookie },
+    const body = { prompt: "The city was quiet", max_tokens: 1000, temperature: 0, logit_bias: await noEosBias() };
+    const res = await fetch(`${baseUrl}/api/ui/deployments/${dep.name}/stream`, {
+      method: "POST",
+      headers: { cookie: invitee.cookie, "content-type": "application/json" },
+      body: JSON.stringify(body),
     });
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();

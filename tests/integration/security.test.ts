@@ -59,17 +59,20 @@ describe("browser protections", () => {
     }
   });
 
-  it("refuses a cross-site GET to a session route (a link cannot start a playground generation)", async () => {
+  it("refuses a cross-site request to a session route (another site cannot start a playground generation)", async () => {
     const team = await makeTeam();
     const owner = email();
     await createUser(db().db, { email: owner, password: PASSWORD, teamId: team.id, role: "owner" });
     const cookie = await signIn(owner);
     await makeDeployment(team, "play");
-    const path = "/api/ui/deployments/play/stream?prompt=Hello&max_tokens=2";
-    const crossSite = await client().get(path, { cookie, "sec-fetch-site": "cross-site" });
+    const path = "/api/ui/deployments/play/stream";
+    const body = { prompt: "Hello", max_tokens: 2 };
+    const crossSite = await client().post(path, body, { cookie, "sec-fetch-site": "cross-site" });
     expect(crossSite.status).toBe(403);
     expect(crossSite.json.error.type).toBe("forbidden");
-    const sameOrigin = await client().get(path, { cookie, "sec-fetch-site": "same-origin" });
+    const crossSiteGet = await client().get("/api/ui/keys", { cookie, "sec-fetch-site": "cross-site" });
+    expect(crossSiteGet.status).toBe(403);
+    const sameOrigin = await client().post(path, body, { cookie, "sec-fetch-site": "same-origin" });
     expect(sameOrigin.status).toBe(200);
   });
 });

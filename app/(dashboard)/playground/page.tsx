@@ -6,6 +6,7 @@ import { requireTeamContext } from "@/lib/auth/session";
 import { getDb } from "@/lib/db/client";
 import { listDeployments } from "@/lib/services/deployments";
 import { listPipelines } from "@/lib/services/pipelines";
+import { BACKEND_LABEL, unsupportedParams } from "@/lib/inference/backends/capabilities";
 
 export const metadata: Metadata = { title: "Playground · LM Platform" };
 
@@ -18,7 +19,13 @@ export default async function PlaygroundPage({ searchParams }: { searchParams: P
     listDeployments(getDb().db, team.id),
     listPipelines(getDb().db, team.id),
   ]);
-  const deployments = deploymentRows.map((d) => ({ name: d.name, model: d.model }));
+  const deployments = deploymentRows.map((d) => ({
+    name: d.name,
+    model: d.model,
+    ...(d.upstreamKind
+      ? { backend: BACKEND_LABEL[d.upstreamKind], unsupported: unsupportedParams(d.upstreamKind, "completions") }
+      : {}),
+  }));
   const pipelines = pipelineRows.map((p) => ({ id: p.id, name: p.name }));
   return (
     <>

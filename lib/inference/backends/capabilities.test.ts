@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { shownUrl, UpstreamInput, UPSTREAM_KINDS } from "../../contracts/upstream";
 import { ApiError } from "../../errors";
 import { open, seal } from "../../secret-box";
-import { BACKEND_LABEL, CAPABILITIES, OPTIONAL_PARAMS, upstreamBody } from "./capabilities";
+import { BACKEND_LABEL, CAPABILITIES, OPTIONAL_PARAMS, unsupportedParams, upstreamBody } from "./capabilities";
 
 const refusal = (f: () => unknown) => {
   try {
@@ -32,6 +32,35 @@ describe("upstream capability table", () => {
         }),
       );
     }
+  });
+
+  it("lists what a kind cannot take on an endpoint: exactly the parameters upstreamBody refuses there", () => {
+    expect(unsupportedParams("ollama", "completions")).toContain("logprobs");
+    expect(unsupportedParams("tgi", "completions")).toContain("logprobs");
+    expect(unsupportedParams("tgi", "chat")).not.toContain("logprobs");
+    expect(unsupportedParams("vllm", "completions")).toEqual(["tfs"]);
+    const values: Record<string, unknown> = {
+      top_k: 5,
+      repetition_penalty: 1.2,
+      n: 2,
+      echo: true,
+      seed: 1,
+      logit_bias: { "5": 1 },
+      logprobs: 1,
+      bad_words: ["x"],
+      tfs: 0.5,
+    };
+    for (const kind of UPSTREAM_KINDS)
+      for (const endpoint of ["completions", "chat"] as const) {
+        const off = unsupportedParams(kind, endpoint);
+        for (const p of OPTIONAL_PARAMS) {
+          if (p === "echo" && endpoint === "chat") continue; // not a chat parameter at all
+          const input = endpoint === "chat" ? { messages: [{ role: "user" as const, content: "x" }] } : { prompt: "x" };
+          const call = () => upstreamBody(kind, "m", { ...input, [p]: values[p] });
+          if (off.includes(p)) expect(call, `${kind} ${endpoint} ${p}`).toThrow(ApiError);
+          else expect(call, `${kind} ${endpoint} ${p}`).not.toThrow();
+        }
+      }
   });
 
   it("forwards a supported parameter under the kind's name and refuses the rest, naming both", () => {

@@ -78,6 +78,17 @@ export const CAPABILITIES: Record<UpstreamKind, Partial<Record<OptionalParam, Su
   },
 };
 
+/**
+ * The parameters `kind` cannot honour on `endpoint` (the dashboard's playground disables their
+ * controls rather than let a first try fail).
+ */
+export function unsupportedParams(kind: UpstreamKind, endpoint: UpstreamEndpoint): OptionalParam[] {
+  return OPTIONAL_PARAMS.filter((p) => {
+    const support = CAPABILITIES[kind][p];
+    return !support || (support.only !== undefined && support.only !== endpoint);
+  });
+}
+
 /** Whether a request's value asks for anything (the neutral values change nothing, so they need no support). */
 function given(param: OptionalParam, v: unknown): boolean {
   if (v === undefined || v === null) return false;

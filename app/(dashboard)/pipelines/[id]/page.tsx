@@ -8,6 +8,7 @@ import { requireTeamContext } from "@/lib/auth/session";
 import { withQuerySlot } from "@/lib/limits/team-queries";
 import { getDb, type Db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { logger } from "@/lib/observe/log";
 import { SelectionBody } from "@/lib/contracts/pipelines";
 import { ApiError } from "@/lib/errors";
 import { listDeployments } from "@/lib/services/deployments";
@@ -43,15 +44,18 @@ export default async function PipelinePage({ params, searchParams }: Props) {
   // for it and shows the API's error, rather than this page failing as a whole.
   // In one of the team's selection query slots, as the API's and the dashboard's own listings:
   // reloads of a costly URL would otherwise hold the pool's connections past the team's share.
-  // Slots all taken for too long: no first page (the client then asks, and shows the 429).
+  // Slots all taken for too long, or a query that fails (its statement timeout on a costly
+  // filter, say): no first page. The client then asks, and shows the API's error under the filter
+  // bar, so the filter can be changed; the whole page failing would leave only a hand-edited URL.
   const { samples, hasSamples } = await withQuerySlot(team.id, async () => {
     const samples = await list(db, pipeline.id, { ...filterOf(state), limit: state.limit, offset: state.offset });
     // Whether the pipeline has any sample at all (its empty state), without counting them.
     const hasSamples = (samples?.length ?? 0) > 0 || ((await list(db, pipeline.id, { limit: 1 })) ?? []).length > 0;
     return { samples, hasSamples };
   }).catch((err: unknown) => {
-    if (err instanceof ApiError && err.status === 429) return { samples: null, hasSamples: true };
-    throw err;
+    if (!(err instanceof ApiError && err.status === 429))
+      logger().warn({ err, pipelineId: pipeline.id }, "pipeline page: first page not loaded");
+    return { samples: null, hasSamples: true };
   });
   const deployments = (await listDeployments(db, team.id)).map((d) => d.name);
   return (

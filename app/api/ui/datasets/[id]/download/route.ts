@@ -17,7 +17,17 @@ export const GET = sessionRoute({}, async ({ req, handle, session, params }) => 
     ttlSeconds: env().SIGNED_URL_TTL_SECONDS,
     split,
   });
-  return { url, expiresAt: expiresAt.toISOString() };
+  return { url: onThisOrigin(url), expiresAt: expiresAt.toISOString() };
 });
 
 export const { POST, PUT, PATCH, DELETE } = otherMethods("GET");
+
+/**
+ * A URL of the app's own blob route (PUBLIC_URL's origin) as a path: the browser fetches it from
+ * the host the dashboard was opened on (only the path and query are signed), not from PUBLIC_URL's
+ * host (`localhost` by default, refused on a teammate's machine). An object store's URL stays as is.
+ */
+function onThisOrigin(url: string): string {
+  const u = new URL(url);
+  return u.origin === new URL(env().PUBLIC_URL).origin ? u.pathname + u.search : url;
+}
