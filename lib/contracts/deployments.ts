@@ -3,7 +3,14 @@ import { DtypeChoiceSchema } from "./models";
 import { CaptureBody } from "./capture";
 import { recordWithoutProto, storable } from "./text";
 import { UpstreamDto, UpstreamInput } from "./upstream";
-import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_N, MAX_TOP_K } from "./generation";
+import {
+  MAX_BAD_WORD_CHARS,
+  MAX_CONTEXT_TOKENS,
+  MAX_LOGIT_BIAS,
+  MAX_N,
+  MAX_STOP_CHARS,
+  MAX_TOP_K,
+} from "./generation";
 
 /**
  * The deployment endpoints ({PUBLIC_URL}/deployments/{team}/{name}) as zod schemas shared by
@@ -25,8 +32,12 @@ const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform(
 
 const unit = z.number().min(0).max(1);
 /** One string or a list of them (the examples send a list; OpenAI-style clients often one string). */
+const StopString = z
+  .string()
+  .min(1, "must not be empty")
+  .max(MAX_STOP_CHARS, `must be at most ${MAX_STOP_CHARS} characters`);
 export const StopList = z
-  .union([z.string().min(1, "must not be empty"), z.array(z.string().min(1, "must not be empty")).max(16)], {
+  .union([StopString, z.array(StopString).max(16)], {
     error: "must be a string or an array of strings",
   })
   .transform((v) => (typeof v === "string" ? [v] : v));
@@ -52,7 +63,15 @@ const oneStopList = <T extends { stop?: string[]; stop_sequences?: string[] }>(b
 };
 
 /** Token (or text) → bias; `__proto__` is refused rather than silently dropped by zod's record. */
-export const LogitBias = recordWithoutProto(z.record(z.string().min(1), z.number().min(-100).max(100)), "a key");
+export const LogitBias = recordWithoutProto(
+  z
+    .record(
+      z.string().min(1).max(MAX_BAD_WORD_CHARS, `keys must be at most ${MAX_BAD_WORD_CHARS} characters`),
+      z.number().min(-100).max(100),
+    )
+    .refine((b) => Object.keys(b).length <= MAX_LOGIT_BIAS, `must have at most ${MAX_LOGIT_BIAS} entries`),
+  "a key",
+);
 
 export const DeploymentCompletionBody = z
   .strictObject({

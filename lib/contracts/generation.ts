@@ -5,6 +5,13 @@ import { DtypeChoiceSchema } from "./models";
 
 /** A bad word longer than this is no word: refused, which also bounds the guard's work per step. */
 export const MAX_BAD_WORD_CHARS = 128;
+/**
+ * A stop string longer than this is refused (the matcher's work is linear in it, but a request
+ * may not make every token's step carry kilobytes of stops).
+ */
+export const MAX_STOP_CHARS = 1000;
+/** Entries of a logit_bias map: a string key is tokenized before generating, on the worker's thread. */
+export const MAX_LOGIT_BIAS = 1024;
 export const MAX_CONTEXT_TOKENS = 2048;
 export const MAX_TOP_K = 50_400;
 export const MAX_N = 16;
@@ -33,12 +40,15 @@ export const generationRequestSchema = z
     top_k: z.number().int().min(1).max(MAX_TOP_K).optional(),
     /** 1 = off; CTRL-style penalty over prompt and generated tokens. */
     repetition_penalty: z.number().min(1).default(1),
-    stop: z.array(z.string().min(1)).max(16).default([]),
+    stop: z.array(z.string().min(1).max(MAX_STOP_CHARS)).max(16).default([]),
     n: z.number().int().min(1).max(MAX_N).default(1),
     echo: z.boolean().default(false),
     bad_words: z.array(z.string().min(1).max(MAX_BAD_WORD_CHARS)).max(64).default([]),
     /** Key: a token id ("123") or a string whose first token is meant. Value: bias; -100 bans. */
-    logit_bias: z.record(z.string(), z.number().min(-100).max(100)).default({}),
+    logit_bias: z
+      .record(z.string().max(MAX_BAD_WORD_CHARS), z.number().min(-100).max(100))
+      .refine((b) => Object.keys(b).length <= MAX_LOGIT_BIAS, `at most ${MAX_LOGIT_BIAS} entries`)
+      .default({}),
     /** Tail-free sampling z; 1 = off. */
     tfs: z.number().min(0).max(1).default(1),
     logprobs: z.number().int().min(1).max(5).optional(),

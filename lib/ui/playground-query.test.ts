@@ -20,6 +20,12 @@ describe("playground body", () => {
     };
     const parsed = PlaygroundBody.safeParse(params);
     expect(parsed.success && parsed.data).toMatchObject(params);
+    const atLimits = {
+      prompt: "hi",
+      stop: ["x".repeat(1000)],
+      logit_bias: Object.fromEntries(Array.from({ length: 1024 }, (_, i) => [String(i), 1])),
+    };
+    expect(PlaygroundBody.safeParse(atLimits).success).toBe(true);
   });
 
   it("refuses what the endpoint refuses, and what the playground leaves out, naming the parameter", () => {
@@ -38,6 +44,13 @@ describe("playground body", () => {
       [{ prompt: "hi", bogus: 1 }, "bogus"],
       [{ prompt: "hi", pipeline: { id: "" } }, "pipeline"],
       [{ temperature: 0.5 }, "prompt"],
+      // Bounds on what the worker does per request before generating, and per token.
+      [{ prompt: "hi", stop: ["x".repeat(1001)] }, "stop"],
+      [{ prompt: "hi", logit_bias: { ["a".repeat(129)]: 1 } }, "logit_bias"],
+      [
+        { prompt: "hi", logit_bias: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [String(i), 1])) },
+        "logit_bias",
+      ],
     ];
     for (const [body, param] of cases) {
       const parsed = PlaygroundBody.safeParse(body);

@@ -2,7 +2,7 @@
 import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { Engine } from "./engine";
 import { ModelRegistry } from "./model/registry";
 import { llamaDtypesDir, llamaModelDir, tinyModelDir } from "./testing/models";
@@ -73,5 +73,35 @@ describe("model loading", () => {
     expect(m.stats.forwardCalls).toBe(loaded);
     const ok = await engine.generate({ prompt, max_tokens: 3, temperature: 0 });
     expect(ok.usage.completion_tokens).toBe(3);
+  });
+
+  it("llama: a prompt that cannot fit is refused without tokenizing it all; a long one that fits runs", async () => {
+    const engine = new Engine({ models: [await llamaModelDir()] });
+    const m = await engine.load();
+    expect(m.info.maxTokenChars).toBe(16); // the vocabulary's longest entry: 16 "▁"
+    const encode = vi.spyOn(m.tokenizer, "encode");
+    try {
+      // Past 2048 × 16 characters: refused before any tokenizing (a million characters took seconds
+      // of the worker's thread, every stream on it stalled).
+      const huge = await engine.generate({ prompt: "word ".repeat(200_000), max_tokens: 4 }).catch((e) => e);
+      expect(huge).toMatchObject({ code: "context_length_exceeded", param: "max_tokens" });
+      expect(huge.message).toContain("1000000 characters");
+      expect(encode).not.toHaveBeenCalled();
+      // Within that, but its first 8,196 characters alone are past the limit: only they are tokenized.
+      const chat = await engine
+        .generate({ messages: [{ role: "user", content: "a ".repeat(12_000) }], max_tokens: 4 })
+        .catch((e) => e);
+      expect(chat).toMatchObject({ code: "context_length_exceeded" });
+      expect(chat.message).toMatch(/at least \d+ tokens/);
+      expect(encode).toHaveBeenCalledTimes(1);
+      expect((encode.mock.calls[0]![0] as string).length).toBe(4 * 2049);
+      // Many characters, few tokens (runs of spaces are 16 a token): the prefix does not refuse it.
+      const spaces = " ".repeat(12_000) + "Hello";
+      const ran = await engine.generate({ prompt: spaces, max_tokens: 2, temperature: 0 });
+      expect(ran.usage.prompt_tokens).toBe(m.tokenizer.encode(spaces).length);
+      expect(ran.usage.prompt_tokens).toBeLessThan(1000);
+    } finally {
+      encode.mockRestore();
+    }
   });
 });

@@ -30,6 +30,36 @@ export function parseRequest(input: GenerationRequestInput | unknown): Generatio
   return parsed.data;
 }
 
+/** Characters of a long prompt tokenized first, per token of the limit, to refuse it cheaply. */
+const PREFIX_CHARS_PER_TOKEN = 4;
+/** Tokens the cut of that first part may add to its count (a word cut in two, say). */
+const CUT_TOKENS = 32;
+
+/**
+ * A prompt's text is tokenized on the worker's thread, which every stream on the worker shares
+ * (a million characters take seconds): one that cannot fit is refused before that. Longer than
+ * the limit times the longest token: it cannot fit. Longer than 4 characters per token of the
+ * limit: its first part is tokenized alone, and refused when that part alone is past the limit
+ * by more than the few tokens the cut may add (only the text around the cut tokenizes
+ * differently from the whole).
+ */
+function refuseTooLong(m: LoadedModel, text: string, maxTokens: number, addSpecial: boolean): void {
+  const limit = Math.min(MAX_CONTEXT_TOKENS, m.info.contextLength);
+  const room = limit - maxTokens;
+  const tooLong = (what: string) =>
+    new EngineError(
+      "context_length_exceeded",
+      `the prompt (${text.length} characters, ${what}) + max_tokens (${maxTokens}) exceeds the limit of ${limit} tokens ` +
+        `(at most ${MAX_CONTEXT_TOKENS} per request; this model's context is ${m.info.contextLength})`,
+      "max_tokens",
+    );
+  if (text.length > limit * m.info.maxTokenChars) throw tooLong(`more than ${limit} tokens`);
+  const prefixChars = PREFIX_CHARS_PER_TOKEN * (limit + 1);
+  if (text.length <= prefixChars) return;
+  const counted = m.tokenizer.encode(text.slice(0, prefixChars), { add_special_tokens: addSpecial }).length - CUT_TOKENS;
+  if (counted > room) throw tooLong(`at least ${counted} tokens`);
+}
+
 export function planRequest(m: LoadedModel, input: GenerationRequestInput | unknown): RequestPlan {
   const request = parseRequest(input);
   const vocab = m.info.vocabSize;
@@ -37,9 +67,11 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
   let promptText: string;
   if (request.messages) {
     promptText = renderChat(m.tokenizer, request.messages);
+    refuseTooLong(m, promptText, request.max_tokens, false);
     // The template writes the special tokens itself (BOS, turn markers): add none on top.
     promptIds = m.tokenizer.encode(promptText, { add_special_tokens: false });
   } else if (typeof request.prompt === "string") {
+    refuseTooLong(m, request.prompt, request.max_tokens, true);
     promptIds = m.tokenizer.encode(request.prompt);
     promptText = request.prompt;
   } else if (request.prompt) {

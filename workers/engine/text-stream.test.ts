@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { IncrementalDetokenizer } from "./detokenizer";
 import { Engine } from "./engine";
 import type { LoadedModel } from "./model/load-model";
-import { StopMatcher } from "./stop-matcher";
+import { StopMatcher, type StopFeed } from "./stop-matcher";
 import { tinyModelDir } from "./testing/models";
 
 let engine: Engine;
@@ -47,6 +47,63 @@ describe("stop matcher", () => {
 
   it("the earliest of several stops wins", () => {
     expect(new StopMatcher(["cd", "b"]).push("abcd")).toEqual({ emit: "a", matched: "b" });
+    // Earliest by start, not by end: the longer stop began first.
+    expect(new StopMatcher(["bc", "abcd"]).push("xabcd")).toEqual({ emit: "x", matched: "abcd" });
+  });
+
+  it("matches periodic stops across pushes after false starts (aab in aaab, abab in ababab)", () => {
+    const m = new StopMatcher(["aab"]);
+    expect(m.push("a")).toEqual({ emit: "", matched: null });
+    expect(m.push("a")).toEqual({ emit: "", matched: null });
+    expect(m.push("a")).toEqual({ emit: "a", matched: null });
+    expect(m.push("b!")).toEqual({ emit: "", matched: "aab" });
+    expect(new StopMatcher(["ababc"]).push("abababc")).toEqual({ emit: "ab", matched: "ababc" });
+  });
+
+  it("emits and matches exactly as a scan of all the text so far would, on random streams", () => {
+    // The reference: every stop searched in everything not yet emitted, the longest prefix of a
+    // stop that the text ends with held back.
+    const reference = (stops: string[], pieces: string[]) => {
+      let held = "";
+      const out: StopFeed[] = [];
+      for (const p of pieces) {
+        held += p;
+        let first = -1;
+        let matched: string | null = null;
+        for (const s of stops) {
+          const at = held.indexOf(s);
+          if (at >= 0 && (first < 0 || at < first)) [first, matched] = [at, s];
+        }
+        if (matched !== null) {
+          out.push({ emit: held.slice(0, first), matched });
+          return out;
+        }
+        let keep = 0;
+        for (const s of stops)
+          for (let k = Math.min(s.length - 1, held.length); k > keep; k--)
+            if (held.endsWith(s.slice(0, k))) {
+              keep = k;
+              break;
+            }
+        out.push({ emit: held.slice(0, held.length - keep), matched: null });
+        held = held.slice(held.length - keep);
+      }
+      return out;
+    };
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const word = (max: number) => Array.from({ length: 1 + rand(max) }, () => "ab"[rand(2)]).join("");
+    for (let run = 0; run < 2000; run++) {
+      const stops = Array.from({ length: 1 + rand(3) }, () => word(5));
+      const pieces = Array.from({ length: 1 + rand(12) }, () => word(3));
+      const m = new StopMatcher(stops);
+      const got: StopFeed[] = [];
+      for (const p of pieces) {
+        got.push(m.push(p));
+        if (got.at(-1)!.matched !== null) break;
+      }
+      expect(got, JSON.stringify({ stops, pieces })).toEqual(reference(stops, pieces));
+    }
   });
 });
 

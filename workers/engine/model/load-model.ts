@@ -33,6 +33,11 @@ import { AutoTokenizer, env } from "../transformers";
 
 export interface ModelInfo {
   contextLength: number;
+  /**
+   * The most characters one token stands for (its vocabulary's longest entry): a prompt longer
+   * than the context times this cannot fit, and is refused without being tokenized.
+   */
+  maxTokenChars: number;
   eosTokenIds: number[];
   vocabSize: number;
   dtype: Dtype;
@@ -267,6 +272,7 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
     ];
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
+      maxTokenChars: longestToken(tokenizer),
       eosTokenIds: (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((v): v is number => typeof v === "number"),
       vocabSize,
       dtype: choice.dtype,
@@ -341,4 +347,17 @@ export async function loadTokenizer(
   }
   (tokenizer as { chat_template: unknown }).chat_template = resolveChatTemplate(dir).template;
   return { dir, tokenizer };
+}
+
+/**
+ * The longest vocabulary entry, in UTF-16 units (at least 8). Each entry stands for at most as
+ * many characters of text: a SentencePiece "▁" is one space, a byte-level BPE symbol one byte
+ * (no more than one character), a byte-fallback "<0x41>" one byte.
+ */
+function longestToken(tokenizer: PreTrainedTokenizer): number {
+  const vocab = tokenizer.get_vocab() as Map<string, number> | Record<string, number>;
+  let longest = 8;
+  for (const token of vocab instanceof Map ? vocab.keys() : Object.keys(vocab))
+    if (token.length > longest) longest = token.length;
+  return longest;
 }
