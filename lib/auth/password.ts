@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { rateLimited } from "../errors";
 
 /**
  * scrypt with OWASP's parameters for it (N = 2^17, r = 8, p = 1: 128 MiB and a few hundred ms of
@@ -10,11 +11,45 @@ const R = 8;
 const P = 1;
 const KEYLEN = 32;
 
+/**
+ * Hashes run on libuv's thread pool (4 threads), which file reads and writes, DNS lookups and
+ * compression share: at most 2 at once, so sign-ins never take the pool from every team's blob
+ * reads, imports and upstream connections. At most 64 wait; past that a sign-in is refused (429,
+ * "Too many sign-in attempts …", which the sign-in form shows as is) rather than queued for ever.
+ */
+const HASHES_AT_ONCE = 2;
+const HASHES_WAITING = 64;
+let hashing = 0;
+const waiting: (() => void)[] = [];
+
+async function hashSlot<T>(work: () => Promise<T>): Promise<T> {
+  if (hashing >= HASHES_AT_ONCE) {
+    if (waiting.length >= HASHES_WAITING)
+      throw rateLimited("Too many sign-in attempts on this server at once; try again in a few seconds.", {
+        "retry-after": "5",
+      });
+    await new Promise<void>((resolve) => waiting.push(resolve));
+  } else hashing++;
+  try {
+    return await work();
+  } finally {
+    const next = waiting.shift();
+    if (next) next();
+    else hashing--;
+  }
+}
+
+/** Hashes under way and waiting (tests). */
+export const hashLoad = () => ({ running: hashing, waiting: waiting.length });
+
 function scryptAsync(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scrypt(password, salt, KEYLEN, { N: n, r, p, maxmem: 256 * n * r }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
+  return hashSlot(
+    () =>
+      new Promise<Buffer>((resolve, reject) =>
+        scrypt(password, salt, KEYLEN, { N: n, r, p, maxmem: 256 * n * r }, (err, key) =>
+          err ? reject(err) : resolve(key),
+        ),
+      ),
   );
 }
 

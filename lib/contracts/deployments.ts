@@ -3,14 +3,7 @@ import { DtypeChoiceSchema } from "./models";
 import { CaptureBody } from "./capture";
 import { recordWithoutProto, storable } from "./text";
 import { UpstreamDto, UpstreamInput } from "./upstream";
-import {
-  MAX_BAD_WORD_CHARS,
-  MAX_CONTEXT_TOKENS,
-  MAX_LOGIT_BIAS,
-  MAX_N,
-  MAX_STOP_CHARS,
-  MAX_TOP_K,
-} from "./generation";
+import { MAX_BAD_WORD_CHARS, MAX_CONTEXT_TOKENS, MAX_LOGIT_BIAS, MAX_N, MAX_STOP_CHARS, MAX_TOP_K } from "./generation";
 
 /**
  * The deployment endpoints ({PUBLIC_URL}/deployments/{team}/{name}) as zod schemas shared by

@@ -22,6 +22,8 @@ type Options<B extends z.ZodType | undefined> = {
 type Handler<B extends z.ZodType | undefined, A extends "api" | "none"> = (ctx: {
   req: Request;
   requestId: string;
+  /** `performance.now()` when the request came in, before its key was checked (abortOnRevoke's `since`). */
+  startedAt: number;
   handle: DbHandle;
   params: Record<string, string>;
   body: B extends z.ZodType ? z.infer<B> : undefined;
@@ -54,7 +56,16 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
       const key = options.idempotent ? idempotencyKeyOf(req.headers.get("idempotency-key")) : undefined;
       const { raw, value: body } = await bodyOf(req, options.body);
       const params = await routeParams(context);
-      const run = () => handler({ req, requestId, handle, params, body: body as never, principal: principal as never });
+      const run = () =>
+        handler({
+          req,
+          requestId,
+          startedAt,
+          handle,
+          params,
+          body: body as never,
+          principal: principal as never,
+        });
       if (!options.idempotent || !principal) res = handlerResponse(await run(), requestId, limitHeaders);
       else {
         const path = new URL(req.url).pathname;

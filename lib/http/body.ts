@@ -1,5 +1,6 @@
 import type { IncomingMessage } from "node:http";
 import { invalidRequest, payloadTooLarge } from "../errors";
+import { LINGER_BYTES, LINGER_MS } from "./node-response";
 
 /**
  * Reads a JSON body with a byte limit: 413 past it, checked against Content-Length (Node's
@@ -13,8 +14,23 @@ export async function readJsonBody(req: Request, limit: number): Promise<unknown
   if (!req.body) return {};
   // With a Content-Length, Node's HTTP parser delivers exactly that many bytes: read them in one
   // go (the common case, and the cheaper one). Without it (chunked), count while reading.
-  const bytes = Number.isFinite(declared) ? Buffer.from(await req.arrayBuffer()) : await readLimited(req.body, limit);
-  return parseJsonBytes(bytes);
+  return parseJsonBytes(await readBodyBytes(req, limit));
+}
+
+/**
+ * A body's bytes, at most `limit` (413 past it, by Content-Length or while reading a chunked
+ * one): for a handler that parses the body itself (next-auth), which would otherwise buffer
+ * whatever it is sent.
+ */
+export async function readBodyBytes(req: Request, limit: number): Promise<Buffer> {
+  const length = req.headers.get("content-length");
+  const declared = length === null ? NaN : Number(length);
+  if (declared > limit) {
+    if (req.body) linger(req.body.getReader());
+    throw payloadTooLarge(limit);
+  }
+  if (!req.body) return Buffer.alloc(0);
+  return Number.isFinite(declared) ? Buffer.from(await req.arrayBuffer()) : readLimited(req.body, limit);
 }
 
 /** `readJsonBody` for a Node request (Pages Router API routes): the same limit, the same errors. */
@@ -63,10 +79,37 @@ async function readLimited(body: ReadableStream<Uint8Array>, limit: number): Pro
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
-      await reader.cancel();
+      linger(reader);
       throw payloadTooLarge(limit);
     }
     chunks.push(value);
   }
   return Buffer.concat(chunks);
+}
+
+/**
+ * The rest of a refused body, read and dropped in the background (a web server's lingering
+ * close, as discardRest does for the Node routes): the client, still sending, then reads the 413
+ * and its connection stays usable, rather than being reset under it. Up to LINGER_BYTES or
+ * LINGER_MS; past either the body is cancelled, which cuts the connection.
+ */
+function linger(reader: ReadableStreamDefaultReader<Uint8Array>): void {
+  let seen = 0;
+  const cut = () => void reader.cancel().catch(() => undefined);
+  const timer = setTimeout(cut, LINGER_MS);
+  timer.unref();
+  void (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        seen += value.byteLength;
+        if (seen > LINGER_BYTES) return cut();
+      }
+    } catch {
+      // The client went away: nothing to linger for.
+    } finally {
+      clearTimeout(timer);
+    }
+  })();
 }

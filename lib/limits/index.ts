@@ -1,5 +1,6 @@
 // Rate limits and quotas (docs/api.md "Limits"). Counted per app process: with several app
 // processes behind a load balancer, each enforces the limits on the traffic it serves.
+import { isIP } from "node:net";
 import type { TeamLimitOverrides, TeamLimits } from "../contracts/limits";
 import { env } from "../env";
 import { rateLimited } from "../errors";
@@ -112,7 +113,29 @@ export function startGeneration(keyId: string, limits: TeamLimits): (usedTokens:
  */
 export function takeSignUp(address: string | undefined): void {
   if (address)
-    takeAttempt(`address:${address}`, env().SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-ups and sign-ins from this address");
+    takeAttempt(
+      `address:${addressKey(address)}`,
+      env().SIGNIN_ATTEMPTS_PER_ADDRESS,
+      "sign-ups and sign-ins from this address",
+    );
+}
+
+/**
+ * The per-address limits' key: an IPv4 address as is, an IPv6 address by its /64 (one host, or
+ * one customer of an ISP, holds a whole /64: keyed by the full address, it had 2^64 budgets).
+ */
+export function addressKey(address: string): string {
+  const bare = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "").replace(/%.*$/, "");
+  if (isIP(bare) !== 6) return bare;
+  const [head, tail = ""] = bare.toLowerCase().split("::");
+  const left = head ? head.split(":") : [];
+  const right = tail ? tail.split(":") : [];
+  // An embedded IPv4 tail (::ffff:1.2.3.4 in other spellings) is two groups; only the first 4 matter.
+  const groups = bare.includes("::") ? [...left, ...Array(8 - left.length - right.length).fill("0"), ...right] : left;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+/, "") || "0")
+    .join(":")}::/64`;
 }
 
 /**
@@ -122,7 +145,7 @@ export function takeSignUp(address: string | undefined): void {
  */
 export function takeSignIn(email: string, address: string | undefined): void {
   const e = env();
-  if (address) takeAttempt(`address:${address}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-in attempts");
+  if (address) takeAttempt(`address:${addressKey(address)}`, e.SIGNIN_ATTEMPTS_PER_ADDRESS, "sign-in attempts");
   takeAttempt(`account:${email}`, e.SIGNIN_ATTEMPTS_PER_ACCOUNT, "sign-in attempts");
 }
 

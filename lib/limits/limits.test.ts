@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { resetEnvCache } from "../env";
 import { ApiError } from "../errors";
-import { startGeneration, takeRequest, takeSignIn, teamLimits } from "./index";
+import { addressKey, startGeneration, takeRequest, takeSignIn, teamLimits } from "./index";
 import { TokenBuckets } from "./token-bucket";
 
 afterEach(() => {
@@ -96,6 +96,26 @@ describe("limits", () => {
     takeSignIn(`c-${tag}@x.example`, `addr-${tag}`);
     expect(refusal(() => takeSignIn(`d-${tag}@x.example`, `addr-${tag}`)).status).toBe(429);
     delete process.env.SIGNIN_ATTEMPTS_PER_ACCOUNT;
+    delete process.env.SIGNIN_ATTEMPTS_PER_ADDRESS;
+  });
+
+  it("counts IPv6 clients by their /64, IPv4 ones by their address", () => {
+    expect(addressKey("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:0db8:0001:0002:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressKey("::1")).toBe("0:0:0:0::/64");
+    expect(addressKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+    expect(addressKey("203.0.113.9")).toBe("203.0.113.9");
+    expect(addressKey("::ffff:203.0.113.9")).toBe("203.0.113.9");
+    // One /64's addresses share one budget.
+    const tag = Math.random().toString(36).slice(2, 6);
+    const prefix = `2001:db8:${(parseInt(tag, 36) % 65535).toString(16)}:7`;
+    process.env.SIGNIN_ATTEMPTS_PER_ADDRESS = "3";
+    resetEnvCache();
+    for (let i = 0; i < 3; i++) takeSignIn(`v6-${i}-${tag}@x.example`, `${prefix}::${i + 1}`);
+    expect(refusal(() => takeSignIn(`v6-x-${tag}@x.example`, `${prefix}:1:2:3:4`)).status).toBe(429);
+    // Another /64 has its own.
+    takeSignIn(`v6-y-${tag}@x.example`, `${prefix.replace(/:7$/, ":8")}::1`);
     delete process.env.SIGNIN_ATTEMPTS_PER_ADDRESS;
   });
 

@@ -83,7 +83,9 @@ export function sampleInsertCtes(
       ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
     ), p as (
       select id, team_id, pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(id)) as writing from pipelines
-      where id in (select pipeline_id from r) and deleted_at is null ${gate}
+      -- The writer's own team's pipelines only: another team's id locks nothing (its dataset
+      -- freezes would wait, and the wait would tell that the id exists).
+      where (id, team_id) in (select pipeline_id, team_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (
       insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createApiKey } from "@/lib/services/api-keys";
+import { sql } from "drizzle-orm";
+import { createApiKey, revokeApiKey } from "@/lib/services/api-keys";
 import { createUser } from "@/lib/services/users";
 import { baseUrl, client, db, makeTeam } from "../helpers/context";
 import { makeDeployment } from "../helpers/deployments";
@@ -74,6 +75,70 @@ describe("browser protections", () => {
     expect(crossSiteGet.status).toBe(403);
     const sameOrigin = await client().post(path, body, { cookie, "sec-fetch-site": "same-origin" });
     expect(sameOrigin.status).toBe(200);
+  });
+});
+
+describe("sign-in endpoints", () => {
+  it("refuse a body past 64 KiB with 413 before next-auth reads it (declared or chunked); sign-in still works", async () => {
+    const url = `${baseUrl}/api/auth/callback/credentials`;
+    const big = JSON.stringify({ email: "a@b.c", password: "x".repeat(2 * 1024 * 1024) });
+    const declared = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: big });
+    expect(declared.status).toBe(413);
+    expect((await declared.json()).error.type).toBe("payload_too_large");
+    // Chunked (no Content-Length): counted while read.
+    const bytes = new TextEncoder().encode(big);
+    const chunked = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: new ReadableStream({
+        start(c) {
+          for (let i = 0; i < bytes.length; i += 65_536) c.enqueue(bytes.subarray(i, i + 65_536));
+          c.close();
+        },
+      }),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    // An ordinary sign-in form passes through to next-auth unchanged.
+    const team = await makeTeam();
+    const address = email();
+    await createUser(db().db, { email: address, password: PASSWORD, teamId: team.id, role: "owner" });
+    expect(await signIn(address)).toMatch(/session-token=/);
+  });
+});
+
+describe("a key revoked while its listing is being sent", () => {
+  it("cuts the array: a slow reader of a leaked key stops reading the pipeline", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const pipeline = (await api.post("/v1/pipelines/create", { name: "big" })).json.id as string;
+    // 30,000 samples (several megabytes of listing: more than the sockets' buffers hold).
+    await db().db.execute(sql`
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id)
+      select 'sample_rv' || g, ${pipeline}, ${team.id},
+             '[{"role":"user","content":"a question of some length"},{"role":"assistant","content":"an answer"}]'::jsonb,
+             2, 'user-' || g
+      from generate_series(1, 30000) g`);
+    const res = await fetch(`${baseUrl}/v1/pipelines/${pipeline}/samples`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let received = (await reader.read()).value!.length;
+    await revokeApiKey(db().db, { id: team.keyId, teamId: team.id });
+    await new Promise((r) => setTimeout(r, 300)); // the revocation reaches the app's watch
+    const cut = await (async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return false;
+        received += value.length;
+      }
+    })().catch(() => true);
+    expect(cut).toBe(true);
+    // What came is far from the whole listing (each sample is over 150 bytes of it).
+    expect(received).toBeLessThan(30_000 * 150);
   });
 });
 

@@ -56,7 +56,8 @@ function refuseTooLong(m: LoadedModel, text: string, maxTokens: number, addSpeci
   if (text.length > limit * m.info.maxTokenChars) throw tooLong(`more than ${limit} tokens`);
   const prefixChars = PREFIX_CHARS_PER_TOKEN * (limit + 1);
   if (text.length <= prefixChars) return;
-  const counted = m.tokenizer.encode(text.slice(0, prefixChars), { add_special_tokens: addSpecial }).length - CUT_TOKENS;
+  const counted =
+    m.tokenizer.encode(text.slice(0, prefixChars), { add_special_tokens: addSpecial }).length - CUT_TOKENS;
   if (counted > room) throw tooLong(`at least ${counted} tokens`);
 }
 

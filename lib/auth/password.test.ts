@@ -1,0 +1,31 @@
+import { randomBytes, scryptSync } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { ApiError } from "../errors";
+import { hashLoad, verifyPassword } from "./password";
+
+/** A stored hash with cheap parameters (verification uses the stored ones). */
+function cheapHash(password: string): string {
+  const salt = randomBytes(16);
+  const key = scryptSync(password, salt, 32, { N: 1024, r: 8, p: 1 });
+  return `scrypt$1024$8$1$${salt.toString("base64url")}$${key.toString("base64url")}`;
+}
+
+describe("password hashing", () => {
+  it("runs at most 2 hashes at once, queues 64, and refuses more with a 429 the sign-in form shows", async () => {
+    const stored = cheapHash("secret words");
+    const calls = Array.from({ length: 70 }, (_, i) => verifyPassword(i % 2 ? "secret words" : "wrong", stored));
+    expect(hashLoad()).toEqual({ running: 2, waiting: 64 });
+    const settled = await Promise.allSettled(calls);
+    const refused = settled.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason);
+    expect(refused).toHaveLength(4);
+    for (const err of refused) {
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ status: 429 });
+      expect(err.message).toMatch(/^Too many sign-in attempts/);
+    }
+    // Those run give the right answers, and the pool is free again.
+    const answers = settled.slice(0, 66).map((r, i) => [i % 2 === 1, (r as PromiseFulfilledResult<boolean>).value]);
+    for (const [expected, got] of answers) expect(got).toBe(expected);
+    expect(hashLoad()).toEqual({ running: 0, waiting: 0 });
+  });
+});
