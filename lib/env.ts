@@ -172,6 +172,12 @@ const EnvSchema = z.object({
   MAINTENANCE_INTERVAL_SECONDS: positiveInt.default(60),
   /** Hub downloads no deployment (or dataset being packaged) has named for this long are removed; 0: never. */
   HUB_CACHE_KEEP_HOURS: z.coerce.number().min(0).default(24),
+  /** Bytes a hub download leaves free on the cache's disk (read by workers/engine/model/hub/hub-config.ts). */
+  HUB_MIN_FREE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 ** 3),
   /** Samples per deletion transaction (retention, deleted pipelines, delete-samples). */
   DELETE_BATCH_SIZE: positiveInt.max(100_000).default(1000),
   /**

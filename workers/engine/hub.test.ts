@@ -13,7 +13,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { mkdir, mkdtemp } from "node:fs/promises";
+import { mkdir, mkdtemp, statfs } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -373,6 +373,21 @@ describe("hub downloads", () => {
     const t = performance.now();
     await (await load("org/tiny", { dtype: "fp32", hub: hub(again) })).dispose();
     expect(performance.now() - t).toBeLessThan(20_000); // not the 30 s of an untouched lock
+  });
+
+  it("a download that would leave the disk short of HUB_MIN_FREE_BYTES is refused before it starts", async () => {
+    const cacheDir = await newCache();
+    const before = server.requests.length;
+    const free = (await statfs(cacheDir)).bavail * (await statfs(cacheDir)).bsize;
+    const err = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir, { minFreeBytes: free }) }).catch((e) => e);
+    expect(err).toMatchObject({ reason: "disk_full" });
+    expect(err.message).toMatch(/needs [\d.]+ GiB more on the disk of .* GiB free, and [\d.]+ GiB are kept free/);
+    // Only the listing and config.json were fetched: no weights.
+    expect(since(before).filter((r) => r.path.includes("/resolve/") && !r.path.endsWith("config.json"))).toEqual([]);
+    // What is already there counts for nothing: the same model loads with room to spare, and then
+    // again with none (nothing left to fetch).
+    await (await load("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).dispose();
+    await (await load("org/tiny", { dtype: "q4", hub: hub(cacheDir, { minFreeBytes: free }) })).dispose();
   });
 
   it("a full disk is reported as disk_full", async () => {

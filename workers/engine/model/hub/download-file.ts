@@ -167,8 +167,11 @@ async function download(job: FileJob): Promise<void> {
       await fh.close();
       if (opts.signal?.aborted)
         throw loadError("cancelled", `download of ${repo} cancelled (${file.path} kept for resuming)`);
-      if (isDiskFull(e))
+      if (isDiskFull(e)) {
+        // Not kept for resuming: a full disk takes down what shares it (the embedded database).
+        await rm(partial, { force: true });
         throw loadError("disk_full", `no space left on the disk of ${dir} while downloading ${file.path} of ${repo}`);
+      }
       if (isEngineError(e)) throw e;
       lastError = stall.signal.aborted ? `no data for ${hub.stallMs ?? STALL_MS} ms` : (e as Error).message;
       continue; // connection cut or stalled: resume from what arrived

@@ -4,7 +4,7 @@
 // the files of one load always come from one commit.
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { randomUUID } from "node:crypto";
-import { copyFile, link, mkdir, rename, utimes, writeFile } from "node:fs/promises";
+import { copyFile, link, mkdir, rename, statfs, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { loadError } from "../../errors";
 import type { Dtype, DtypeChoice } from "../dtypes";
@@ -117,6 +117,18 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     ...choice.data,
   ];
 
+  await assertRoom(
+    hub,
+    dir,
+    id,
+    choice.dtype,
+    bytesToFetch(
+      wanted.map((f) => byPath.get(f)!),
+      dir,
+      reusable,
+    ),
+  );
+
   const progress: FileProgress[] = wanted.map((f) => ({ file: f, done: 0, total: byPath.get(f)!.size }));
   const total = progress.reduce((a, p) => a + p.total, 0);
   let last = 0;
@@ -152,6 +164,43 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
   await writeFile(path.join(dir, markerName), JSON.stringify(marker));
   await writeRef(refFile(hub.cacheDir, repo, revision), commit);
   return { dir, dtype: choice.dtype };
+}
+
+const DEFAULT_MIN_FREE_BYTES = 1024 ** 3;
+const gib = (n: number) => `${(n / 1024 ** 3).toFixed(n < 10 * 1024 ** 3 ? 2 : 1)} GiB`;
+
+/** What is left to download of `files`: neither in the snapshot, nor linkable from another, less what a partial file holds. */
+function bytesToFetch(files: RepoFile[], dir: string, reusable: Map<string, string>): number {
+  let bytes = 0;
+  for (const f of files) {
+    const target = path.join(dir, f.path);
+    if (statSync(target, { throwIfNoEntry: false })?.size === f.size) continue;
+    const digest = digestOf(f);
+    if (digest && reusable.has(digest)) continue;
+    bytes += Math.max(0, f.size - (statSync(`${target}.incomplete`, { throwIfNoEntry: false })?.size ?? 0));
+  }
+  return bytes;
+}
+
+/**
+ * A download that would leave less than `minFreeBytes` on the cache's disk is refused before it
+ * starts (`disk_full`, with the figures): filling the disk would fail the download anyway, after
+ * hours, and take the embedded database on the same disk down with it.
+ */
+async function assertRoom(hub: HubOptions, dir: string, id: string, dtype: Dtype, needed: number): Promise<void> {
+  if (needed === 0) return;
+  let where = dir;
+  while (!existsSync(where) && path.dirname(where) !== where) where = path.dirname(where);
+  const fs = await statfs(where);
+  const free = fs.bavail * fs.bsize;
+  const keep = hub.minFreeBytes ?? DEFAULT_MIN_FREE_BYTES;
+  if (needed + keep <= free) return;
+  throw loadError(
+    "disk_full",
+    `model ${id} (${dtype}) needs ${gib(needed)} more on the disk of ${hub.cacheDir}, which has ${gib(free)} free, ` +
+      `and ${gib(keep)} are kept free for the database and the system (HUB_MIN_FREE_BYTES): free some space, ` +
+      `or deploy a smaller dtype`,
+  );
 }
 
 /** Any finished download of the model (each holds the tokenizer's files): a tokenizer needs no other. */

@@ -14,6 +14,11 @@ export interface HubOptions {
   cacheDir: string;
   /** A download that sends nothing for this long is dropped and resumed (default 60 s). */
   stallMs?: number;
+  /**
+   * Bytes a download leaves free on the cache's disk (HUB_MIN_FREE_BYTES, default 1 GiB): the
+   * embedded database and the logs often share it.
+   */
+  minFreeBytes?: number;
 }
 
 const truthy = (v: string | undefined) => ["1", "true", "yes", "on"].includes((v ?? "").trim().toLowerCase());
@@ -25,6 +30,9 @@ export function hubOptionsFromEnv(e: NodeJS.ProcessEnv = process.env): HubOption
     token: e.HF_TOKEN?.trim() || null,
     offline: truthy(e.HF_HUB_OFFLINE),
     cacheDir: path.resolve(e.DATA_DIR?.trim() || "./.data", "hub"),
+    ...(e.HUB_MIN_FREE_BYTES?.trim() && Number.isFinite(Number(e.HUB_MIN_FREE_BYTES))
+      ? { minFreeBytes: Number(e.HUB_MIN_FREE_BYTES) }
+      : {}),
   };
 }
 
