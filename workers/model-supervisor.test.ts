@@ -1,10 +1,10 @@
 // The supervisor publishes each wanted model's state; a load that ends after its deployment left,
 // or that a newer load replaced, publishes nothing.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ModelState } from "@/lib/contracts/models";
 import type { Engine } from "./engine/engine";
 import { loadError } from "./engine/errors";
-import { ModelSupervisor } from "./model-supervisor";
+import { ModelSupervisor, retryDelayMs } from "./model-supervisor";
 
 /** An engine whose loads the test settles by hand. */
 function fakeEngine() {
@@ -52,6 +52,52 @@ describe("ModelSupervisor", () => {
     await supervisor.flush();
     expect(states["org/a#fp32"]?.state).toBe("ready");
     expect(supervisor.readyKeys()).toEqual(["org/a#fp32"]);
+  });
+
+  it("tries a failed load again after 1, 2, 4… minutes (at most hourly), and from scratch after a success", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const { engine, loads } = fakeEngine();
+      const lines: string[] = [];
+      const supervisor = new ModelSupervisor(
+        engine,
+        async () => {},
+        0,
+        (l) => lines.push(l),
+      );
+      const c = [{ model: "org/c", dtype: "fp32" as const }];
+      const fail = async () => {
+        loads.at(-1)!.reject(loadError("unsupported_layout", "not a decoder"));
+        await new Promise((r) => setImmediate(r));
+      };
+      const after = (minutes: number) => {
+        vi.setSystemTime(Date.now() + minutes * 60_000 + 1);
+        supervisor.sync(c);
+        return loads.length;
+      };
+      supervisor.sync(c);
+      await fail();
+      expect(lines.at(-1)).toMatch(/failed to load: not a decoder \(tried again in 1 min\)/);
+      expect(after(0.5)).toBe(1);
+      expect(after(0.5)).toBe(2); // a minute after the first failure
+      await fail();
+      expect(after(1)).toBe(2); // now 2 minutes
+      expect(after(1)).toBe(3);
+      await fail();
+      expect(after(3)).toBe(3); // 4 minutes
+      expect(after(1)).toBe(4);
+      expect(retryDelayMs(7)).toBe(60 * 60_000);
+      expect(retryDelayMs(20)).toBe(60 * 60_000);
+      // A success resets the count: the next failure is retried after a minute again.
+      loads.at(-1)!.resolve(loaded);
+      await new Promise((r) => setImmediate(r));
+      supervisor.sync([]);
+      supervisor.sync(c);
+      await fail();
+      expect(after(1)).toBe(6);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("publishes nothing for a load that ends after its deployment was deleted", async () => {

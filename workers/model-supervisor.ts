@@ -28,7 +28,16 @@ const loadKey = (w: Served) => servedModelKey(w.model, w.dtype);
 /** Publishes the ready keys and every state; called at most every `publishMs` while loading. */
 export type Publish = (ready: string[], states: Record<string, ModelState>) => Promise<void>;
 
+/**
+ * A failed load is tried again after a minute, then after 2, 4, 8… minutes, at most every hour:
+ * a graph the engine cannot serve builds a whole onnxruntime session before it fails, and every
+ * minute that cost (memory, a core) slowed the other models' streams, for as long as it stayed
+ * deployed. A hub that came back, freed disk, or a fixed repository are still picked up.
+ */
 const RETRY_FAILED_MS = 60_000;
+const RETRY_FAILED_MAX_MS = 60 * 60_000;
+export const retryDelayMs = (failures: number) =>
+  Math.min(RETRY_FAILED_MAX_MS, RETRY_FAILED_MS * 2 ** Math.max(0, failures - 1));
 
 export class ModelSupervisor {
   /** Each wanted (model, dtype)'s state, by servedModelKey. */
@@ -42,6 +51,8 @@ export class ModelSupervisor {
   /** Each key's latest load: an earlier one (cancelled when its key left) publishes nothing. */
   private loads = new Map<string, object>();
   private failedAt = new Map<string, number>();
+  /** Failed loads in a row, by key (reset by a load that succeeds, or when the key leaves). */
+  private failures = new Map<string, number>();
   private publishing: Promise<void> | null = null;
   private dirty = false;
   private lastPublish = 0;
@@ -68,11 +79,16 @@ export class ModelSupervisor {
       this.aliases.set(key, [...new Set([...(this.aliases.get(key) ?? []), ...(w.keys ?? [key])])]);
     }
     this.wanted = keys;
-    for (const key of [...this.states.keys()]) if (!keys.has(key)) this.states.delete(key);
+    for (const key of [...this.states.keys()])
+      if (!keys.has(key)) {
+        this.states.delete(key);
+        this.failures.delete(key);
+      }
     for (const w of wanted) {
       const key = loadKey(w);
       const s = this.states.get(key);
-      const retry = s?.state === "failed" && Date.now() - (this.failedAt.get(key) ?? 0) > RETRY_FAILED_MS;
+      const waited = Date.now() - (this.failedAt.get(key) ?? 0);
+      const retry = s?.state === "failed" && waited > retryDelayMs(this.failures.get(key) ?? 1);
       if (!s || retry) this.load(w, key);
     }
     const advertised = new Set([...this.aliases.values()].flat());
@@ -125,6 +141,7 @@ export class ModelSupervisor {
       .load(w.model, w.dtype, progress)
       .then((m) => {
         if (!current()) return;
+        this.failures.delete(key);
         const notes = m.info.servingNotes;
         this.set(key, { state: "ready", dtype: m.info.dtype, ...(notes.length ? { notes } : {}) }, true);
         this.log(`[worker] ${w.model} (${m.info.dtype}, ${m.info.layout}) ready${notes.map((n) => `; ${n}`).join("")}`);
@@ -133,8 +150,12 @@ export class ModelSupervisor {
         if (!current()) return;
         const message = (err as Error)?.message ?? String(err);
         this.failedAt.set(key, Date.now());
+        const failures = (this.failures.get(key) ?? 0) + 1;
+        this.failures.set(key, failures);
         this.set(key, { state: "failed", error: message, reason: isEngineError(err) ? err.reason : undefined }, true);
-        this.log(`[worker] ${w.model} (${w.dtype}) failed to load: ${message}`);
+        this.log(
+          `[worker] ${w.model} (${w.dtype}) failed to load: ${message} (tried again in ${retryDelayMs(failures) / 60_000} min)`,
+        );
       });
   }
 

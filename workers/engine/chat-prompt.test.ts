@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { FALLBACK_CHAT_TEMPLATE, renderChat } from "./chat-template";
 import { loadModel, type LoadedModel } from "./model/load-model";
 import { planRequest } from "./request-plan";
-import { tinyModelDir } from "./testing/models";
+import { llamaModelDir, tinyModelDir } from "./testing/models";
 
 let m: LoadedModel;
 beforeAll(async () => {
@@ -72,6 +72,28 @@ describe("chat prompts", () => {
     expect(rendered(none)).toEqual({ text: "system: Be brief.\nuser: Hi\nassistant:", source: "fallback" });
     expect(none.tokenizer.chat_template).toBe(FALLBACK_CHAT_TEMPLATE);
     await none.dispose();
+  });
+
+  it("the fallback template gets the tokenizer's BOS, as a prompt does (a model's own template writes its own)", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-chat-llama-"));
+    await cp(await llamaModelDir(), dir, { recursive: true });
+    const config = JSON.parse(await readFile(path.join(dir, "tokenizer_config.json"), "utf8"));
+    const withTemplate = await loadModel(dir);
+    delete config.chat_template;
+    await writeFile(path.join(dir, "tokenizer_config.json"), JSON.stringify(config));
+    const fallback = await loadModel(dir);
+    try {
+      const bos = fallback.tokenizer.bos_token_id as number;
+      const plan = planRequest(fallback, { messages, max_tokens: 4 });
+      expect(plan.promptIds[0]).toBe(bos);
+      expect(plan.promptIds).toEqual(fallback.tokenizer.encode(plan.promptText));
+      // The model's own template (which writes "<s>" itself): nothing added on top.
+      const own = planRequest(withTemplate, { messages, max_tokens: 4 });
+      expect(own.promptIds).toEqual(withTemplate.tokenizer.encode(own.promptText, { add_special_tokens: false }));
+      expect(own.promptIds.filter((id) => id === bos).length).toBeLessThanOrEqual(1);
+    } finally {
+      await Promise.all([withTemplate.dispose(), fallback.dispose()]);
+    }
   });
 
   it("a template that raises is an invalid request with the template's message", async () => {

@@ -75,6 +75,17 @@ describe("model loading", () => {
     expect(ok.usage.completion_tokens).toBe(3);
   });
 
+  it("llama: stops at the tokenizer's end of sequence too, when the config names another", async () => {
+    const engine = new Engine({ models: [await llamaModelDir()] });
+    const m = await engine.load();
+    // This checkpoint's configs say 1 (its "<s>"); its tokenizer's eos_token is "</s>", id 2.
+    expect(m.tokenizer.eos_token_id).toBe(2);
+    expect(m.info.eosTokenIds).toEqual([1, 2]);
+    const forced = await engine.generate({ prompt: "Hello", max_tokens: 8, temperature: 0, logit_bias: { "2": 100 } });
+    // Before, only id 1 ended it: eight "</s>" later, finish_reason "length".
+    expect(forced.choices[0]).toMatchObject({ text: "", finish_reason: "stop" });
+  });
+
   it("llama: a prompt that cannot fit is refused without tokenizing it all; a long one that fits runs", async () => {
     const engine = new Engine({ models: [await llamaModelDir()] });
     const m = await engine.load();

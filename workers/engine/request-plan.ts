@@ -68,9 +68,12 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
   let promptText: string;
   if (request.messages) {
     promptText = renderChat(m.tokenizer, request.messages);
-    refuseTooLong(m, promptText, request.max_tokens, false);
-    // The template writes the special tokens itself (BOS, turn markers): add none on top.
-    promptIds = m.tokenizer.encode(promptText, { add_special_tokens: false });
+    // A model's template writes the special tokens itself (BOS, turn markers): none are added on
+    // top. The engine's fallback template writes none, so the tokenizer's (BOS) are added, as for
+    // a prompt: a base llama without its BOS answers noticeably worse.
+    const special = m.info.chatTemplate === "fallback";
+    refuseTooLong(m, promptText, request.max_tokens, special);
+    promptIds = m.tokenizer.encode(promptText, { add_special_tokens: special });
   } else if (typeof request.prompt === "string") {
     refuseTooLong(m, request.prompt, request.max_tokens, true);
     promptIds = m.tokenizer.encode(request.prompt);

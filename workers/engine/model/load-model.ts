@@ -212,7 +212,8 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
     let sig = readGraphSignature(id, session.inputs, session.outputs, graphOps);
     const { config, generationConfig } = folder;
     const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
-    // Same EOS source as transformers.js generate(): generation_config first, then config.
+    // transformers.js generate()'s EOS source (generation_config first, then config), and the
+    // tokenizer's own (endOfSequence).
     const eosRaw = generationConfig?.eos_token_id ?? config.eos_token_id;
     const vocabSize = sig.vocabSize ?? num(config.vocab_size);
     if (!vocabSize)
@@ -273,7 +274,7 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
       maxTokenChars: longestToken(tokenizer),
-      eosTokenIds: (Array.isArray(eosRaw) ? eosRaw : [eosRaw]).filter((v): v is number => typeof v === "number"),
+      eosTokenIds: endOfSequence(eosRaw, tokenizer, vocabSize),
       vocabSize,
       dtype: choice.dtype,
       layout: runner.layout,
@@ -360,4 +361,19 @@ function longestToken(tokenizer: PreTrainedTokenizer): number {
   for (const token of vocab instanceof Map ? vocab.keys() : Object.keys(vocab))
     if (token.length > longest) longest = token.length;
   return longest;
+}
+
+/**
+ * The tokens that end a generation: generation_config's (or config's) eos_token_id, as
+ * transformers.js generate() reads it, and the tokenizer's eos token, as vLLM and llama.cpp add
+ * it. They differ in real exports (a chat model whose config names the base model's end of text
+ * while its turns end with the tokenizer's end of turn, as early Llama 3 Instruct exports did):
+ * with the config's alone, such a model ran past its answer into an invented next turn, and a
+ * `stop` string could not help (special tokens are not in the text).
+ */
+function endOfSequence(configured: unknown, tokenizer: PreTrainedTokenizer, vocabSize: number): number[] {
+  const ids = (Array.isArray(configured) ? configured : [configured]).filter((v): v is number => typeof v === "number");
+  const own = (tokenizer as { eos_token_id?: unknown }).eos_token_id;
+  if (typeof own === "number" && own >= 0 && own < vocabSize && !ids.includes(own)) ids.push(own);
+  return ids;
 }
