@@ -48,6 +48,8 @@ const EnvSchema = z.object({
   MAX_BODY_BYTES: positiveInt.default(1024 * 1024),
   /** Body limit of POST /v1/pipelines/:id/add-batch (up to 1,000 add bodies). */
   ADD_BATCH_MAX_BODY_BYTES: positiveInt.default(16 * 1024 * 1024),
+  /** Request bodies one team may be sending to an app process at once (lib/limits/body-bytes.ts). */
+  TEAM_BODY_BYTES_IN_FLIGHT: positiveInt.default(64 * 1024 * 1024),
   /** Largest JSONL file POST /v1/pipelines/:id/import takes (streamed to the blob store). */
   IMPORT_MAX_BYTES: positiveInt.default(1024 * 1024 * 1024),
   BLOB_DRIVER: z.enum(["local", "s3"]).default("local"),

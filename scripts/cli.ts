@@ -68,7 +68,7 @@ const commands: Record<string, Command> = {
     },
     run: async ({ db }, f) => {
       const user = await setUserPassword(db, { email: f.email!, password: passwordOf(f) });
-      console.log(`set the password of ${user.email}; sessions signed in before stay signed in until they expire`);
+      console.log(`set the password of ${user.email}; every session signed in before is signed out`);
     },
   },
   "member:role": {

@@ -40,17 +40,25 @@ export function authOptions(): NextAuthOptions {
             clientAddress((name) => headers[name]),
           );
           const user = await authenticateUser(getDb().db, parsed.data.email, parsed.data.password);
-          return user ? { id: user.id, email: user.email, name: user.name } : null;
+          return user ? { id: user.id, email: user.email, name: user.name, sv: user.sessionVersion } : null;
         },
       }),
     ],
     callbacks: {
       jwt({ token, user }) {
-        if (user) token.uid = user.id;
+        if (user) {
+          token.uid = user.id;
+          // The user's session version when signed in (lib/auth/session.ts getSessionUser).
+          token.sv = (user as { sv?: number }).sv ?? 0;
+        }
         return token;
       },
       session({ session, token }) {
-        if (session.user && typeof token.uid === "string") (session.user as { id?: string }).id = token.uid;
+        if (session.user && typeof token.uid === "string") {
+          const u = session.user as { id?: string; sv?: number };
+          u.id = token.uid;
+          u.sv = typeof token.sv === "number" ? token.sv : 0;
+        }
         return session;
       },
     },

@@ -1,9 +1,10 @@
+import { eq } from "drizzle-orm";
 import { getServerSession } from "next-auth";
 import { cookies, headers } from "next/headers";
 import { redirect } from "next/navigation";
 import type { DbOrTx } from "../db/client";
 import { getDb } from "../db/client";
-import type { Team } from "../db/schema";
+import { users, type Team } from "../db/schema";
 import { env } from "../env";
 import { listTeamsOfUser } from "../services/teams";
 import { safeCallback } from "../ui/safe-callback";
@@ -28,11 +29,22 @@ export async function setCurrentTeam(teamId: string): Promise<void> {
   });
 }
 
-/** The signed-in user of this request (server components and route handlers), or null. */
+/**
+ * The signed-in user of this request (server components and route handlers), or null: also null
+ * when the session was signed before the user's password was last set (its session version is
+ * older than the user's), or the user is gone. A stolen cookie, or one a former password opened,
+ * stops working at once, not after its 30 days.
+ */
 export async function getSessionUser(): Promise<SessionUser | null> {
   const session = await getServerSession(authOptions());
-  const user = session?.user as { id?: string; email?: string | null; name?: string | null } | undefined;
+  const user = session?.user as { id?: string; email?: string | null; name?: string | null; sv?: number } | undefined;
   if (!user?.id || !user.email) return null;
+  const [row] = await getDb()
+    .db.select({ sessionVersion: users.sessionVersion })
+    .from(users)
+    .where(eq(users.id, user.id));
+  // Sessions signed before versions existed carry none: version 0.
+  if (!row || row.sessionVersion !== (user.sv ?? 0)) return null;
   return { id: user.id, email: user.email, name: user.name ?? null };
 }
 

@@ -54,7 +54,7 @@ export function apiRoute<B extends z.ZodType | undefined = undefined, A extends 
       teamId = principal?.team.id;
       if (principal) limitHeaders = takeRequest(principal.key.id, teamLimits(principal.team));
       const key = options.idempotent ? idempotencyKeyOf(req.headers.get("idempotency-key")) : undefined;
-      const { raw, value: body } = await bodyOf(req, options.body);
+      const { raw, value: body } = await bodyOf(req, options.body, teamId);
       const params = await routeParams(context);
       const run = () =>
         handler({

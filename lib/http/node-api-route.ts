@@ -19,6 +19,7 @@ import {
   type PagesRequest,
 } from "./node-response";
 import { abortOnRevoke } from "../services/key-watch";
+import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -109,6 +110,7 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     res.once("close", () => observe());
     const controller = abortWhenClientLeaves(res);
     let limitHeaders: Record<string, string> = {};
+    let releaseBody: (() => void) | undefined;
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
@@ -120,9 +122,10 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       limitHeaders = takeRequest(principal.key.id, teamLimits(principal.team));
       setHeaders(res, limitHeaders);
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
-      const raw = options.body
-        ? await readNodeJsonBody(req, options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES)
-        : undefined;
+      const bodyLimit = options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES;
+      // Held from before the body is read until the answer has been sent (lib/limits/body-bytes.ts).
+      if (options.body) releaseBody = takeBodyBytes(teamId, declaredBytes(req.headers["content-length"], bodyLimit));
+      const raw = options.body ? await readNodeJsonBody(req, bodyLimit) : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
       const params = storableParams(routeParams);
       // A generation (streamed or long) ends when its key is revoked, not only new requests. The
@@ -166,6 +169,8 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       setHeaders(res, headers ?? {}, limitHeaders);
       if (!req.complete) discardRest(req);
       await send(req, res, status, JSON.stringify(body), requestId);
+    } finally {
+      releaseBody?.();
     }
   };
 }

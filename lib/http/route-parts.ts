@@ -2,6 +2,7 @@
 // params, the validated JSON body, and a handler's return value as the response.
 import type { z } from "zod";
 import { env } from "../env";
+import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
 import { fromZodError, invalidRequest } from "../errors";
 import { unstorable } from "../contracts/text";
 import { readJsonBody } from "./body";
@@ -39,10 +40,22 @@ export async function validBody(req: Request, schema: z.ZodType | undefined): Pr
 }
 
 /** The JSON body as sent (`raw`, what an idempotency key compares) and as validated (`value`). */
-export async function bodyOf(req: Request, schema: z.ZodType | undefined): Promise<{ raw: unknown; value: unknown }> {
+export async function bodyOf(
+  req: Request,
+  schema: z.ZodType | undefined,
+  teamId?: string,
+): Promise<{ raw: unknown; value: unknown }> {
   if (!schema) return { raw: undefined, value: undefined };
-  const raw = await readJsonBody(req, env().MAX_BODY_BYTES);
-  return { raw, value: validated(schema, raw) };
+  const limit = env().MAX_BODY_BYTES;
+  // A team's bodies being read at once are bounded (lib/limits/body-bytes.ts); once parsed and
+  // validated, a 1 MiB body's share is given back (the handler holds its parsed value only).
+  const release = teamId ? takeBodyBytes(teamId, declaredBytes(req.headers.get("content-length"), limit)) : undefined;
+  try {
+    const raw = await readJsonBody(req, limit);
+    return { raw, value: validated(schema, raw) };
+  } finally {
+    release?.();
+  }
 }
 
 /** A JSON text as a response with its status, the request id and the given headers. */

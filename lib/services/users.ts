@@ -1,4 +1,4 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { SignUpInput, UserInput } from "../contracts/users";
 import type { DbOrTx } from "../db/client";
 import { memberships, users, type Team, type User } from "../db/schema";
@@ -141,7 +141,8 @@ export async function setUserPassword(db: DbOrTx, input: { email: string; passwo
   const prepared = await prepareUser({ email: user.email, password: input.password });
   const [row] = await db
     .update(users)
-    .set({ passwordHash: prepared.passwordHash })
+    // Every session the old password opened ends (lib/auth/session.ts getSessionUser).
+    .set({ passwordHash: prepared.passwordHash, sessionVersion: sql`${users.sessionVersion} + 1` })
     .where(eq(users.id, user.id))
     .returning();
   return row!;

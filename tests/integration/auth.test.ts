@@ -2,8 +2,9 @@ import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { apiKeys } from "@/lib/db/schema";
 import { revokeApiKey } from "@/lib/services/api-keys";
-import { client, db, makeTeam } from "../helpers/context";
-import { as, newUser } from "../helpers/session";
+import { setUserPassword } from "@/lib/services/users";
+import { baseUrl, client, db, makeTeam } from "../helpers/context";
+import { as, newUser, signIn } from "../helpers/session";
 
 const ErrorShape = (type: string) => ({ error: expect.objectContaining({ type, message: expect.any(String) }) });
 
@@ -100,5 +101,23 @@ describe("API key authentication", () => {
     const res = await client().get("/v1/nope");
     expect(res.status).toBe(404);
     expect(res.json).toEqual(ErrorShape("not_found"));
+  });
+});
+
+describe("dashboard sessions", () => {
+  it("are all signed out when the password is set; a new sign-in with the new password works", async () => {
+    const { cookie, email } = await newUser();
+    const other = await newUser();
+    expect((await as(cookie).get("/api/ui/keys")).status).toBe(200);
+    await setUserPassword(db().db, { email, password: "a brand new password" });
+    const after = await as(cookie).get("/api/ui/keys");
+    expect(after.status).toBe(401);
+    expect(after.json.error.message).toBe("Sign in to continue.");
+    // Pages too: to the sign-in page.
+    const page = await fetch(`${baseUrl}/settings/keys`, { headers: { cookie }, redirect: "manual" });
+    expect(page.headers.get("location")).toMatch(/\/sign-in\?callbackUrl=/);
+    expect((await as(await signIn(email, "a brand new password")).get("/api/ui/keys")).status).toBe(200);
+    // Another user's sessions are not touched.
+    expect((await as(other.cookie).get("/api/ui/keys")).status).toBe(200);
   });
 });

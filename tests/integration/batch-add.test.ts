@@ -113,6 +113,44 @@ describe("add-batch", () => {
     expect((await api.post(`/v1/pipelines/${pipeline}/count`, {})).json).toEqual({ count: 0 });
   });
 
+  it("holds a team to 64 MiB of bodies being sent at once (429 past it); other teams are not held up", async () => {
+    const { team, api, pipeline } = await setup();
+    const other = await setup();
+    // Four chunked uploads (no Content-Length: each counts as the route's 16 MiB), kept open.
+    const answered: Promise<number>[] = [];
+    const uploads = Array.from({ length: 4 }, () => {
+      const req = request(`${baseUrl}/v1/pipelines/${pipeline}/add-batch`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
+      });
+      answered.push(
+        new Promise((resolve) =>
+          req.on("response", (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          }),
+        ),
+      );
+      req.write('{"samples":[');
+      return req;
+    });
+    const small = () => api.post(`/v1/pipelines/${pipeline}/add-batch`, { samples: [{ messages: msg("x") }] });
+    // The uploads reach the app's handler once their head and first bytes have arrived.
+    await new Promise((r) => setTimeout(r, 500));
+    await expect.poll(async () => (await small()).status, { timeout: 10_000 }).toBe(429);
+    const refused = await small();
+    expect(refused.json.error.message).toMatch(/^Your team is sending 64\.0 MiB of request bodies at once/);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    const theirs = await other.api.post(`/v1/pipelines/${other.pipeline}/add-batch`, {
+      samples: [{ messages: msg("y") }],
+    });
+    expect(theirs.status).toBe(200);
+    // Once the uploads are answered, the team's budget is back.
+    for (const req of uploads) req.end(`${JSON.stringify({ messages: msg("z") })}]}`);
+    expect(await Promise.all(answered)).toEqual([200, 200, 200, 200]);
+    expect((await small()).status).toBe(200);
+  });
+
   it("keeps selection order across batches and single adds", async () => {
     const { team, api, pipeline } = await setup();
     await addSamplesDirect(team.id, pipeline, 3);

@@ -1,4 +1,4 @@
-import { index, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 import type { TeamLimitOverrides } from "../../contracts/limits";
 
 export const teams = pgTable("teams", {
@@ -18,6 +18,11 @@ export const users = pgTable("users", {
   name: text("name"),
   /** scrypt$N$r$p$salt$hash (see lib/auth/password.ts). */
   passwordHash: text("password_hash").notNull(),
+  /**
+   * Carried in the session's JWT: a session signed with an older one is signed out. Raised when
+   * the password is set (user:set-password), which ends every session the old password opened.
+   */
+  sessionVersion: integer("session_version").notNull().default(0),
   createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
 
