@@ -1,6 +1,7 @@
 // Hub ids: download by id from HF_ENDPOINT (a local stand-in here) into DATA_DIR/hub with
 // progress, cache reuse, the token sent to the endpoint only, classified errors, and downloads
 // that recover from interruptions without ever using a truncated file.
+import http from "node:http";
 import { spawn, spawnSync } from "node:child_process";
 import {
   cpSync,
@@ -388,6 +389,26 @@ describe("hub downloads", () => {
     // again with none (nothing left to fetch).
     await (await load("org/tiny", { dtype: "q4", hub: hub(cacheDir) })).dispose();
     await (await load("org/tiny", { dtype: "q4", hub: hub(cacheDir, { minFreeBytes: free }) })).dispose();
+  });
+
+  it("an endpoint that does not serve the hub's JSON API is said to be one (not a bare SyntaxError)", async () => {
+    const mirror = http.createServer((req, res) => {
+      if (req.url?.includes("/revision/")) return void res.end(JSON.stringify({ sha: "a".repeat(40) }));
+      res.writeHead(200, { "content-type": "text/html" }).end("<html>a mirror of files only</html>");
+    });
+    await new Promise<void>((r) => mirror.listen(0, "127.0.0.1", r));
+    try {
+      const { port } = mirror.address() as { port: number };
+      const endpoint = `http://127.0.0.1:${port}`;
+      await expect(load("org/tiny", { dtype: "fp32", hub: hub(await newCache(), { endpoint }) })).rejects.toMatchObject(
+        {
+          reason: "network",
+          message: expect.stringContaining("HF_ENDPOINT must serve the hub's API"),
+        },
+      );
+    } finally {
+      mirror.close();
+    }
   });
 
   it("a full disk is reported as disk_full", async () => {

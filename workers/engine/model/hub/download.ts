@@ -106,7 +106,7 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
   };
   // config.json first: `auto` may follow its transformers.js_config.dtype.
   await fetchOne("config.json", () => {});
-  const config = JSON.parse(readFileSync(path.join(dir, "config.json"), "utf8")) as Record<string, unknown>;
+  const config = readConfig(path.join(dir, "config.json"), id);
   const choice = opts.tokenizerOnly
     ? { dtype: "fp32" as const, graph: null, data: [] }
     : chooseGraph(id, [...byPath.keys()], opts.dtype, config);
@@ -164,6 +164,17 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
   await writeFile(path.join(dir, markerName), JSON.stringify(marker));
   await writeRef(refFile(hub.cacheDir, repo, revision), commit);
   return { dir, dtype: choice.dtype };
+}
+
+/** The downloaded config.json; one that is not JSON fails `invalid_model`, naming the file. */
+function readConfig(file: string, id: string): Record<string, unknown> {
+  try {
+    const config = JSON.parse(readFileSync(file, "utf8")) as unknown;
+    if (config && typeof config === "object" && !Array.isArray(config)) return config as Record<string, unknown>;
+    throw new Error("not a JSON object");
+  } catch (e) {
+    throw loadError("invalid_model", `model ${id}: config.json is not valid JSON (${(e as Error).message})`);
+  }
 }
 
 const DEFAULT_MIN_FREE_BYTES = 1024 ** 3;

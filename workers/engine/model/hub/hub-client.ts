@@ -102,13 +102,16 @@ export async function listRepoFiles(hub: HubOptions, repo: string, revision: str
       await res.body?.cancel();
       throw hubError(hub, res, repo);
     }
-    const page = (await res.json()) as {
-      type: string;
-      path: string;
-      size?: number;
-      oid?: string;
-      lfs?: { oid?: string; size?: number };
-    }[];
+    const page = (await res.json().catch(() => null)) as
+      { type: string; path: string; size?: number; oid?: string; lfs?: { oid?: string; size?: number } }[] | null;
+    // An endpoint that serves files but not the hub's JSON API (a plain mirror, a proxy's HTML
+    // page): said as such, where a bare SyntaxError failed the load with no reason.
+    if (!Array.isArray(page))
+      throw loadError(
+        "network",
+        `${hub.endpoint} did not answer the hub's file listing (GET /api/models/${repo}/tree/${revision}) with ` +
+          "JSON: HF_ENDPOINT must serve the hub's API, not only its files",
+      );
     for (const e of page) {
       if (e.type !== "file") continue;
       const lfs = e.lfs?.oid ? { algorithm: "sha256" as const, hex: e.lfs.oid.replace(/^sha256:/, "") } : null;
