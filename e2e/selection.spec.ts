@@ -126,6 +126,11 @@ test("a new user collects samples, filters them and reads one", async ({ page, r
   await page.emulateMedia({ colorScheme: "light" });
   await page.keyboard.press("Escape");
   await expect(panel).toBeHidden();
+  // Outside the table and the panel, J and the arrows are the page's: no sample opens.
+  await page.getByRole("heading", { level: 1 }).click();
+  await page.keyboard.press("j");
+  await page.keyboard.press("ArrowDown");
+  await expect(panel).toBeHidden();
 
   // Paging: 15 matches at 25 per page, then the unfiltered 30 over two pages.
   await page.getByRole("button", { name: "Clear filters" }).click();

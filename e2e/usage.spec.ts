@@ -33,5 +33,9 @@ test("the usage page charts a team's completions over time, by deployment and by
   await expect(page.getByTestId("usage-deployments-chart")).toContainText("charted");
   await page.getByRole("button", { name: "Last 7 days" }).click();
   await expect(page.getByTestId("usage-totals")).toContainText("3 requests");
+  // The period is in the URL: a reload keeps it.
+  await expect(page).toHaveURL(/\?days=7$/);
+  await page.reload();
+  await expect(page.getByRole("button", { name: "Last 7 days" })).toHaveAttribute("aria-pressed", "true");
   await shot(page, "21-usage");
 });

@@ -1,5 +1,6 @@
 "use client";
 
+import { useRouter } from "next/navigation";
 import { useEffect, useRef, useState } from "react";
 import { fieldErrors } from "../ui/form-errors";
 import { PlaygroundBody, type PlaygroundParams } from "@/lib/ui/playground-query";
@@ -58,6 +59,7 @@ export function Playground({
   pipelines?: { id: string; name: string }[];
   initial?: string;
 }) {
+  const router = useRouter();
   const [deployment, setDeployment] = useState(initial ?? deployments[0]?.name ?? "");
   const current = deployments.find((d) => d.name === deployment);
   const unsupported = new Set(current?.unsupported ?? []);
@@ -161,7 +163,15 @@ export function Playground({
     >
       <Card className="space-y-4 p-5">
         <Field id="pg-deployment" label="Deployment">
-          <Select id="pg-deployment" value={deployment} onChange={(e) => setDeployment(e.target.value)}>
+          <Select
+            id="pg-deployment"
+            value={deployment}
+            onChange={(e) => {
+              setDeployment(e.target.value);
+              // In the URL: a reload, or a shared link, opens the same deployment.
+              router.replace(`/playground?deployment=${encodeURIComponent(e.target.value)}`, { scroll: false });
+            }}
+          >
             {deployments.map((d) => (
               <option key={d.name} value={d.name}>
                 {d.name}

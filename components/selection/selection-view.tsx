@@ -185,13 +185,19 @@ export function SelectionView({ pipelineId, publicUrl, initial, deployments }: P
   );
 }
 
-/** J / ArrowDown and K / ArrowUp move the open sample (arrows scroll the sample's own text); Escape closes the panel. */
+/**
+ * J / ArrowDown and K / ArrowUp move the open sample (arrows scroll the sample's own text), while
+ * the focus is in the samples table or the sample panel: elsewhere the arrows scroll the page, and
+ * a letter typed (or said, by speech input) does nothing (WCAG 2.1.4). Escape closes the panel.
+ */
 function useKeyboardNavigation(samples: SampleDto[], index: number, open: (id: string | undefined) => void) {
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (e.defaultPrevented || e.metaKey || e.ctrlKey || e.altKey) return;
       const target = e.target as HTMLElement | null;
       if (target?.closest("input, textarea, select, [contenteditable], dialog[open]")) return;
+      const inList = target?.closest('[data-testid="samples-table"], [data-testid="sample-panel"]');
+      if (!inList && e.key !== "Escape") return;
       // Inside the open sample's text, the arrow keys scroll it (J and K still move).
       if (e.key.startsWith("Arrow") && target?.closest("[data-scrolls-with-arrows]")) return;
       let next: number | undefined;

@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useState } from "react";
+import { useRouter, useSearchParams } from "next/navigation";
 import {
   Area,
   AreaChart,
@@ -30,7 +30,12 @@ function range(days: number) {
 
 /** The usage page: a period, then charts of tokens and requests over time, by deployment, by key. */
 export function UsageView() {
-  const [days, setDays] = useState<(typeof PERIODS)[number]>(30);
+  // The period is in the URL (?days=7): kept on reload, and in a shared link.
+  const params = useSearchParams();
+  const router = useRouter();
+  const asked = Number(params?.get("days"));
+  const days = PERIODS.find((p) => p === asked) ?? 30;
+  const setDays = (p: (typeof PERIODS)[number]) => router.replace(`?days=${p}`, { scroll: false });
   const { from, to } = range(days);
   const q = useQuery({
     queryKey: ["usage", from, to],
@@ -85,7 +90,7 @@ function Charts({ data }: { data: UsageDashboard }) {
         {number.format(totals.requests)} requests, {number.format(totals.tokens)} tokens from {data.from} to {data.to}.
       </p>
       <Card className="p-4">
-        <h2 className="mb-2 text-sm font-semibold">Tokens per day</h2>
+        <h2 className="mb-2 text-sm font-semibold">Tokens per day (UTC)</h2>
         <div className="h-72 w-full" data-testid="usage-tokens-chart" role="img" aria-label="Tokens per day">
           <ResponsiveContainer width="100%" height="100%">
             <AreaChart data={data.byDay} margin={{ top: 8, right: 16, bottom: 8, left: 8 }}>
@@ -117,7 +122,7 @@ function Charts({ data }: { data: UsageDashboard }) {
         </div>
       </Card>
       <Card className="p-4">
-        <h2 className="mb-2 text-sm font-semibold">Requests per day</h2>
+        <h2 className="mb-2 text-sm font-semibold">Requests per day (UTC)</h2>
         <div className="h-56 w-full" data-testid="usage-requests-chart" role="img" aria-label="Requests per day">
           <ResponsiveContainer width="100%" height="100%">
             <BarChart data={data.byDay} margin={{ top: 8, right: 16, bottom: 8, left: 8 }}>

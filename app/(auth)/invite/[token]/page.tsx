@@ -1,3 +1,4 @@
+import { Time } from "@/components/ui/time";
 import type { Metadata } from "next";
 import Link from "next/link";
 import { AcceptInviteButton } from "@/components/members/accept-invite-button";
@@ -40,8 +41,8 @@ export default async function InvitePage({ params }: { params: Promise<{ token: 
       <h1 className="text-lg font-semibold">Join {invite.team.name}</h1>
       <p className="mt-1 text-sm text-zinc-600 dark:text-zinc-400">
         You are invited to the <span className="font-medium">{invite.team.name}</span> team as{" "}
-        {invite.role === "owner" ? "an owner" : "a member"}. The link works until{" "}
-        {invite.expiresAt.toISOString().slice(0, 10)}.
+        {invite.role === "owner" ? "an owner" : "a member"}. The link expires{" "}
+        <Time iso={invite.expiresAt.toISOString()} />.
       </p>
       {user ? (
         <div className="mt-6 space-y-3">
