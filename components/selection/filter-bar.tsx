@@ -58,6 +58,40 @@ export function FilterBar({ state, onChange }: Props) {
           {error}
         </p>
       ) : null}
+      {state.generation?.keyId || state.generation?.deployment ? (
+        <ul aria-label="Generation filters" className="flex flex-wrap gap-2">
+          {(["keyId", "deployment"] as const).flatMap((field) => {
+            const value = state.generation?.[field];
+            if (!value) return [];
+            const text = `${field === "keyId" ? "key" : "deployment"} = ${value}`;
+            return [
+              <li
+                key={field}
+                data-testid="filter-chip"
+                className="inline-flex items-center gap-1 rounded-full bg-amber-50 py-0.5 pl-3 pr-1 text-xs font-medium text-amber-800 ring-1 ring-inset ring-amber-200 dark:bg-amber-950/60 dark:text-amber-300 dark:ring-amber-900"
+              >
+                <span className="font-mono">{text}</span>
+                <button
+                  type="button"
+                  aria-label={`Remove filter ${text}`}
+                  className="grid size-5 place-items-center rounded-full hover:bg-amber-100 focus-visible:outline-2 focus-visible:outline-amber-500 dark:hover:bg-amber-900"
+                  onClick={() => {
+                    const generation = { ...state.generation };
+                    delete generation[field];
+                    onChange({
+                      generation: Object.keys(generation).length > 0 ? generation : undefined,
+                      offset: 0,
+                      sample: undefined,
+                    });
+                  }}
+                >
+                  ×
+                </button>
+              </li>,
+            ];
+          })}
+        </ul>
+      ) : null}
       {Object.keys(state.metadata).length > 0 ? (
         <ul aria-label="Metadata filters" className="flex flex-wrap gap-2">
           {Object.entries(state.metadata).map(([k, v]) => (

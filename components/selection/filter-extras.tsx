@@ -19,6 +19,30 @@ const toLocalInput = (iso: string | undefined) => {
 };
 const fromLocalInput = (value: string) => (value ? new Date(value).toISOString() : undefined);
 
+/**
+ * The "Origin" choices: how a sample came to be (added, or captured from a completion) and, when
+ * captured, how its completion finished. `keyId` and `deployment` (from a shared link, or the
+ * sample panel) are kept whatever is chosen here.
+ */
+const ORIGINS = [
+  ["", "Any", {}],
+  ["captured", "Captured completions", { captured: true }],
+  ["finished", "Captured, finished", { finishReason: "stop" }],
+  ["cut", "Captured, cut at max tokens", { finishReason: "length" }],
+  ["added", "Added (not captured)", { captured: false }],
+] as const;
+
+const originOf = (g: SelectionState["generation"]) =>
+  g?.finishReason === "stop"
+    ? "finished"
+    : g?.finishReason === "length"
+      ? "cut"
+      : g?.captured === true
+        ? "captured"
+        : g?.captured === false
+          ? "added"
+          : "";
+
 /** Date bounds, message search and a seeded random sample: each applied on Enter or on leaving it. */
 export function FilterExtras({ state, onChange, onError }: Props) {
   const apply = (patch: Partial<SelectionState>) => {
@@ -63,6 +87,37 @@ export function FilterExtras({ state, onChange, onError }: Props) {
         value={toLocalInput(state.createdBefore)}
         onApply={(v) => v !== toLocalInput(state.createdBefore) && apply({ createdBefore: fromLocalInput(v) })}
       />
+      <div className="space-y-1">
+        <label htmlFor="filter-origin" className="block text-xs font-medium text-zinc-600 dark:text-zinc-400">
+          Origin
+        </label>
+        <select
+          id="filter-origin"
+          value={originOf(state.generation)}
+          onChange={(e) => {
+            const origin = ORIGINS.find(([value]) => value === e.target.value)![2];
+            const { keyId, deployment } = state.generation ?? {};
+            const generation = {
+              ...origin,
+              ...(keyId ? { keyId } : {}),
+              ...(deployment ? { deployment } : {}),
+            };
+            onError(undefined);
+            onChange({
+              generation: Object.keys(generation).length > 0 ? generation : undefined,
+              offset: 0,
+              sample: undefined,
+            });
+          }}
+          className="block h-9 rounded-md border border-zinc-300 bg-white px-2 text-sm dark:border-zinc-700 dark:bg-zinc-900"
+        >
+          {ORIGINS.map(([value, label]) => (
+            <option key={value} value={value}>
+              {label}
+            </option>
+          ))}
+        </select>
+      </div>
       <TextFilter
         id="filter-sample-size"
         label="Random sample of"

@@ -2,7 +2,15 @@ import { z } from "zod";
 import { SelectionFilterShape } from "./pipelines";
 
 /** The filters a deletion takes: a selection's, without paging or sampling. */
-export const DELETION_FILTERS = ["userId", "groupId", "metadata", "createdAfter", "createdBefore", "search"] as const;
+export const DELETION_FILTERS = [
+  "userId",
+  "groupId",
+  "metadata",
+  "createdAfter",
+  "createdBefore",
+  "search",
+  "generation",
+] as const;
 
 /**
  * POST /v1/pipelines/:id/delete-samples: every sample matching the filters, or with `"all": true`
@@ -17,11 +25,14 @@ export const DeleteSamplesBody = z
     createdAfter: SelectionFilterShape.createdAfter,
     createdBefore: SelectionFilterShape.createdBefore,
     search: SelectionFilterShape.search,
+    generation: SelectionFilterShape.generation,
     all: z.boolean().nullish(),
   })
   .superRefine((b, ctx) => {
     const given = DELETION_FILTERS.filter((k) =>
-      k === "metadata" ? b.metadata && Object.keys(b.metadata).length > 0 : b[k] !== undefined,
+      k === "metadata" || k === "generation"
+        ? b[k] !== undefined && Object.values(b[k]).some((v) => v !== undefined)
+        : b[k] !== undefined,
     );
     if (b.all === true && given.length > 0) {
       ctx.addIssue({ code: "custom", path: [given[0]!], message: 'give either filters or "all": true, not both' });

@@ -113,6 +113,20 @@ export const SampleSpec = z.strictObject({
   seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
 });
 
+/**
+ * Beyond the spec: conditions on a captured sample's generation facts (docs/api.md "Capture"), so
+ * a dataset can keep the completions that finished (not those cut at max_tokens), or a data owner
+ * find what one key or one deployment wrote. `captured`: true, captured samples only; false,
+ * added ones only. Each other condition matches captured samples only.
+ */
+export const GenerationFilter = z.strictObject({
+  captured: optional(z.boolean()),
+  finishReason: optional(z.enum(["stop", "length"], { error: "must be 'stop' or 'length'" })),
+  keyId: optional(Label),
+  deployment: optional(Label),
+});
+export type GenerationFilter = Partial<z.infer<typeof GenerationFilter>>;
+
 export const SelectionFilterShape = {
   userId: optional(Label),
   groupId: optional(Label),
@@ -120,6 +134,7 @@ export const SelectionFilterShape = {
   createdAfter: optional(Timestamp),
   createdBefore: optional(Timestamp),
   search: optional(storable(z.string().min(1, "must not be empty").max(LIMITS.searchChars))),
+  generation: optional(GenerationFilter),
   sample: optional(SampleSpec),
   limit: optional(z.number().int().min(1)),
   offset: optional(z.number().int().min(0)),

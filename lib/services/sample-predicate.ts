@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { MetadataCondition, Selection } from "../contracts/pipelines";
-import { textArray } from "./selection-query";
+import { generationConditions, textArray } from "./selection-query";
 
 /**
  * A selection's filters as a condition on one samples row `s` (its own columns, not the indexes
@@ -16,6 +16,7 @@ export function samplePredicate(s: SQL, selection: Partial<Selection>): SQL {
   for (const [key, c] of Object.entries(selection.metadata ?? {})) parts.push(metadataCondition(s, key, c));
   if (selection.createdAfter !== undefined) parts.push(sql`${s}.created_at > ${selection.createdAfter}::timestamptz`);
   if (selection.createdBefore !== undefined) parts.push(sql`${s}.created_at < ${selection.createdBefore}::timestamptz`);
+  if (selection.generation !== undefined) parts.push(...generationConditions(s, selection.generation));
   if (selection.search !== undefined) {
     const pattern = `%${selection.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
     parts.push(sql`exists (select 1 from jsonb_array_elements(${s}.messages) m where m->>'content' ilike ${pattern})`);

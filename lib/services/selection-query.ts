@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import type { MetadataCondition, Selection } from "../contracts/pipelines";
+import type { GenerationFilter, MetadataCondition, Selection } from "../contracts/pipelines";
 import type { DbOrTx } from "../db/client";
 import { sampleSearchText } from "../db/schema/pipelines";
 
@@ -74,6 +74,20 @@ function searchConditions(s: SQL, term: string): SQL[] {
 }
 
 /**
+ * The generation filter on a samples row: conditions on its generation facts (jsonb, null for a
+ * sample added rather than captured), checked on each candidate row the other conditions drive.
+ */
+export function generationConditions(s: SQL, g: GenerationFilter): SQL[] {
+  const out: SQL[] = [];
+  if (g.captured === true) out.push(sql`${s}.generation is not null`);
+  if (g.captured === false) out.push(sql`${s}.generation is null`);
+  if (g.finishReason !== undefined) out.push(sql`${s}.generation ->> 'finishReason' = ${g.finishReason}`);
+  if (g.keyId !== undefined) out.push(sql`${s}.generation ->> 'keyId' = ${g.keyId}`);
+  if (g.deployment !== undefined) out.push(sql`${s}.generation ->> 'deployment' = ${g.deployment}`);
+  return out;
+}
+
+/**
  * Where a selection's rows come from. With no positive metadata condition: samples, through the
  * order index, the user/group indexes or the search index (the planner picks). With one: the
  * labels of the best driver (see DRIVER_RANK), in selection order; every other label condition
@@ -92,6 +106,7 @@ export function selectionSource(pipelineId: string, s: Selection, withSamples: b
   if (s.userId !== undefined) sampleFilters.push(sql`s.user_id = ${s.userId}`);
   if (s.groupId !== undefined) sampleFilters.push(sql`s.group_id = ${s.groupId}`);
   if (s.search !== undefined) sampleFilters.push(...searchConditions(sql`s`, s.search));
+  if (s.generation !== undefined) sampleFilters.push(...generationConditions(sql`s`, s.generation));
 
   let src: Source;
   if (driverIndex < 0) {
@@ -236,6 +251,7 @@ const filtersNothing = (s: Selection) =>
   s.search === undefined &&
   s.createdAfter === undefined &&
   s.createdBefore === undefined &&
+  (s.generation === undefined || generationConditions(sql`s`, s.generation).length === 0) &&
   Object.keys(s.metadata ?? {}).length === 0;
 
 /**

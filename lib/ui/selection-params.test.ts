@@ -17,6 +17,25 @@ describe("selection in the URL", () => {
     expect(search).toContain("meta.lang=en");
   });
 
+  it("round-trips the generation filter as gen.* parameters, into the API's body; drops what the API refuses", () => {
+    const state = {
+      metadata: {},
+      generation: { captured: true, finishReason: "stop" as const, keyId: "key_abc", deployment: "acme/chat" },
+      limit: DEFAULT_PAGE_SIZE,
+      offset: 0,
+    };
+    const search = selectionToSearch(state);
+    expect(search).toContain("gen.finishReason=stop");
+    expect(parseSelectionParams(new URLSearchParams(search))).toEqual(state);
+    const body = filterOf(parseSelectionParams(new URLSearchParams(search)));
+    expect(SelectionBody.parse(body).generation).toEqual(state.generation);
+    const bad = parseSelectionParams(new URLSearchParams("gen.finishReason=maybe&gen.captured=yes&gen.other=1"));
+    expect(bad.generation).toBeUndefined();
+    expect(filterOf(parseSelectionParams(new URLSearchParams("gen.captured=false")))).toEqual({
+      generation: { captured: false },
+    });
+  });
+
   it("round-trips metadata operators, dates, search and a random sample", () => {
     const state = {
       metadata: {

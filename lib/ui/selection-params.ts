@@ -2,6 +2,7 @@ import { z } from "zod";
 import {
   SelectionBody,
   SelectionFilterShape,
+  GenerationFilter,
   type MetadataCondition,
   type MetadataFilter,
   type Selection,
@@ -10,13 +11,16 @@ import {
 /**
  * The dashboard's selection lives in the URL so it can be shared and reloaded:
  * `?userId=u1&groupId=g1&meta.lang=en&ne.tier=pro&in.src=a&in.src=b&exists.x=false&prefix.c=ab
- *  &createdAfter=…&createdBefore=…&search=refund&sampleSize=100&sampleSeed=7&limit=50&offset=100&sample=smp_…`.
+ *  &createdAfter=…&createdBefore=…&search=refund&gen.captured=true&gen.finishReason=stop&gen.keyId=key_…
+ *  &gen.deployment=team/name&sampleSize=100&sampleSeed=7&limit=50&offset=100&sample=smp_…`.
  * Metadata keys travel in the parameter name (`<op>.<key>`), so a key may hold any character.
  * Values the API would reject are dropped rather than failing the page.
  */
 export const PAGE_SIZES = [25, 50, 100, 200] as const;
 export const DEFAULT_PAGE_SIZE = 50;
 const META = "meta.";
+const GEN = "gen.";
+const GENERATION_FIELDS = ["captured", "finishReason", "keyId", "deployment"] as const;
 /** The URL prefix of each metadata operator (`meta.` is equality). */
 const OPERATOR_PREFIXES = { "ne.": "$ne", "in.": "$in", "exists.": "$exists", "prefix.": "$prefix" } as const;
 
@@ -34,6 +38,8 @@ export type SelectionState = {
   createdAfter?: string;
   createdBefore?: string;
   search?: string;
+  /** Conditions on captured samples' generation facts (`gen.<field>` in the URL). */
+  generation?: GenerationFilter;
   /** `sample: {size, seed}` of the API (`sample` here is the open sample). */
   sampleSize?: number;
   sampleSeed?: number;
@@ -85,6 +91,11 @@ export function parseSelectionParams(params: ParamsLike): SelectionState {
       } else setCondition(k, { [op]: value } as MetadataCondition);
     } else if (key === "createdAfter" || key === "createdBefore" || key === "search") {
       accept(key, value);
+    } else if (key.startsWith(GEN) && GENERATION_FIELDS.includes(key.slice(GEN.length) as never)) {
+      const field = key.slice(GEN.length) as keyof GenerationFilter;
+      const raw = field === "captured" ? (value === "true" ? true : value === "false" ? false : value) : value;
+      const candidate = { ...state.generation, [field]: raw };
+      if (GenerationFilter.safeParse(candidate).success) state.generation = candidate as GenerationFilter;
     } else if (key === "sampleSize" || key === "sampleSeed") {
       const n = Number(value);
       if (Number.isSafeInteger(n) && n >= (key === "sampleSize" ? 1 : 0)) state[key] = n;
@@ -116,6 +127,10 @@ export function selectionToSearch(state: SelectionState): string {
   if (state.createdAfter) p.set("createdAfter", state.createdAfter);
   if (state.createdBefore) p.set("createdBefore", state.createdBefore);
   if (state.search) p.set("search", state.search);
+  for (const field of GENERATION_FIELDS) {
+    const v = state.generation?.[field];
+    if (v !== undefined) p.set(GEN + field, String(v));
+  }
   if (state.sampleSize !== undefined) p.set("sampleSize", String(state.sampleSize));
   if (state.sampleSeed !== undefined) p.set("sampleSeed", String(state.sampleSeed));
   if (state.limit !== DEFAULT_PAGE_SIZE) p.set("limit", String(state.limit));
@@ -134,7 +149,7 @@ export function describeCondition(key: string, c: MetadataCondition): string {
 }
 
 /** A selection body as a client writes it (absent fields left out). */
-export type SelectionFilter = Partial<Selection>;
+export type SelectionFilter = Partial<Omit<Selection, "generation">> & { generation?: GenerationFilter };
 
 /** The filter part, as the hosted API's selection body (for count and create-dataset). */
 export function filterOf(state: SelectionState): SelectionFilter {
@@ -145,6 +160,7 @@ export function filterOf(state: SelectionState): SelectionFilter {
     ...(state.createdAfter ? { createdAfter: state.createdAfter } : {}),
     ...(state.createdBefore ? { createdBefore: state.createdBefore } : {}),
     ...(state.search ? { search: state.search } : {}),
+    ...(state.generation && Object.keys(state.generation).length > 0 ? { generation: state.generation } : {}),
     ...(state.sampleSize !== undefined ? { sample: { size: state.sampleSize, seed: state.sampleSeed ?? 0 } } : {}),
   };
 }

@@ -13,6 +13,7 @@ import { createApiKey } from "@/lib/services/api-keys";
 import { storableText } from "@/lib/services/capture";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias, parseSse, type TestDeployment } from "../helpers/deployments";
+import { download, parseLines, waitForStatus } from "../helpers/datasets";
 import { expectDocumented } from "../helpers/openapi";
 
 const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${baseUrl}/v1`, maxRetries: 0 });
@@ -552,6 +553,92 @@ describe("capture on the deployment endpoints", () => {
     await generationStopped(team, dep);
     await new Promise((r) => setTimeout(r, 500));
     expect(await listSamples(team, pipelineId)).toEqual([]);
+  });
+});
+
+describe("selections on generation facts", () => {
+  it("keep the captured completions that finished, one key's or one deployment's, or the added ones; and datasets too", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const pipelineId = (await api.post("/v1/pipelines/create", { name: "facts" })).json.id as string;
+    const facts = (over: Record<string, unknown>) =>
+      JSON.stringify({
+        endpoint: "deployment",
+        deployment: `${team.slug}/chat`,
+        deploymentId: "dep_x",
+        model: "m",
+        index: 0,
+        n: 1,
+        finishReason: "stop",
+        stop: null,
+        promptTokens: 3,
+        completionTokens: 5,
+        latencyMs: 1,
+        streamed: false,
+        requestId: "req_x",
+        ...over,
+      });
+    const rows: [string, string | null][] = [
+      ["smp_gf1", facts({ keyId: "key_a" })],
+      ["smp_gf2", facts({ keyId: "key_a", finishReason: "length" })],
+      ["smp_gf3", facts({ keyId: "key_b", deployment: `${team.slug}/other` })],
+      ["smp_gf4", null],
+    ];
+    for (const [i, [id, generation]] of rows.entries())
+      await db().db.execute(sql`insert into samples (id, pipeline_id, team_id, messages, length, generation, created_at)
+        values (${`${id}${team.slug}`}, ${pipelineId}, ${team.id},
+          ${JSON.stringify([
+            { role: "user", content: `q${i}` },
+            { role: "assistant", content: `a${i}` },
+          ])}::jsonb, 2,
+          ${generation}::jsonb, now() + ${`${i} milliseconds`}::interval)`);
+    const ids = async (generation: Record<string, unknown>) => {
+      const res = await api.post(`/v1/pipelines/${pipelineId}/samples`, { generation });
+      expect(res.status, res.text).toBe(200);
+      return (res.json as { id: string }[]).map((x) => x.id.replace(team.slug, ""));
+    };
+    const count = async (generation: Record<string, unknown>) =>
+      (await api.post(`/v1/pipelines/${pipelineId}/count`, { generation })).json.count;
+    expect(await ids({ finishReason: "stop" })).toEqual(["smp_gf1", "smp_gf3"]);
+    expect(await ids({ finishReason: "length" })).toEqual(["smp_gf2"]);
+    expect(await ids({ captured: true })).toEqual(["smp_gf1", "smp_gf2", "smp_gf3"]);
+    expect(await ids({ captured: false })).toEqual(["smp_gf4"]);
+    expect(await ids({ keyId: "key_a" })).toEqual(["smp_gf1", "smp_gf2"]);
+    expect(await ids({ deployment: `${team.slug}/other` })).toEqual(["smp_gf3"]);
+    expect(await ids({})).toHaveLength(4);
+    expect(await count({ finishReason: "stop", keyId: "key_a" })).toBe(1);
+    expect(await count({ captured: false })).toBe(1);
+    const bad = await api.post(`/v1/pipelines/${pipelineId}/samples`, { generation: { finishReason: "maybe" } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.param).toBe("generation.finishReason");
+    // A dataset of the finished completions only.
+    const created = await api.post(`/v1/pipelines/${pipelineId}/create-dataset`, {
+      name: "finished",
+      filter: { generation: { finishReason: "stop" } },
+    });
+    expect(created.status, created.text).toBe(200);
+    const ready = await waitForStatus(api, created.json.id, "READY");
+    expect(ready.size).toBe(2);
+    expect(parseLines(await download(api, created.json.id))).toEqual([
+      {
+        messages: [
+          { role: "user", content: "q0" },
+          { role: "assistant", content: "a0" },
+        ],
+      },
+      {
+        messages: [
+          { role: "user", content: "q2" },
+          { role: "assistant", content: "a2" },
+        ],
+      },
+    ]);
+    // What one key wrote, deleted with the same filter; an empty one filters nothing (400).
+    const none = await api.post(`/v1/pipelines/${pipelineId}/delete-samples`, { generation: {} });
+    expect(none.status).toBe(400);
+    const deleted = await api.post(`/v1/pipelines/${pipelineId}/delete-samples`, { generation: { keyId: "key_a" } });
+    expect(deleted.json).toEqual({ deleted: 2 });
+    expect(await ids({})).toEqual(["smp_gf3", "smp_gf4"]);
   });
 });
 
