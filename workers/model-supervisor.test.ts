@@ -54,7 +54,7 @@ describe("ModelSupervisor", () => {
     expect(supervisor.readyKeys()).toEqual(["org/a#fp32"]);
   });
 
-  it("tries a failed load again after 1, 2, 4… minutes (at most hourly), and from scratch after a success", async () => {
+  it("tries a failed load again after 1, 2, 4… minutes (at most hourly), and from scratch once redeployed", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     try {
       const { engine, loads } = fakeEngine();
@@ -88,7 +88,7 @@ describe("ModelSupervisor", () => {
       expect(after(1)).toBe(4);
       expect(retryDelayMs(7)).toBe(60 * 60_000);
       expect(retryDelayMs(20)).toBe(60 * 60_000);
-      // A success resets the count: the next failure is retried after a minute again.
+      // A deployment that leaves and comes back starts over: its next failure is retried after a minute.
       loads.at(-1)!.resolve(loaded);
       await new Promise((r) => setImmediate(r));
       supervisor.sync([]);

@@ -20,9 +20,15 @@ export function SignOutButton({ variant = "secondary", size }: { variant?: "seco
       disabled={pending}
       onClick={async () => {
         setPending(true);
-        await signOut({ redirect: false });
-        router.push("/sign-in");
-        router.refresh();
+        try {
+          await signOut({ redirect: false });
+        } catch {
+          // Signed out or not, the sign-in page says which (a session still valid goes on from there).
+        } finally {
+          setPending(false);
+          router.push("/sign-in");
+          router.refresh();
+        }
       }}
     >
       Sign out

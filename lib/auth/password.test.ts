@@ -1,7 +1,7 @@
 import { randomBytes, scryptSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../errors";
-import { hashLoad, verifyPassword } from "./password";
+import { hashLoad, verifyNothing, verifyPassword } from "./password";
 
 /** A stored hash with cheap parameters (verification uses the stored ones). */
 function cheapHash(password: string): string {
@@ -28,4 +28,12 @@ describe("password hashing", () => {
     for (const [expected, got] of answers) expect(got).toBe(expected);
     expect(hashLoad()).toEqual({ running: 0, waiting: 0 });
   });
+
+  it("does not keep a decoy hash the full queue refused: a later unknown email waits for a hash, as a known one does", async () => {
+    const stored = cheapHash("x");
+    const busy = Array.from({ length: 66 }, () => verifyPassword("x", stored));
+    await expect(verifyNothing("guess")).rejects.toMatchObject({ status: 429 });
+    await Promise.all(busy);
+    await expect(verifyNothing("guess")).resolves.toBe(false);
+  }, 30_000);
 });

@@ -81,7 +81,12 @@ let dummy: Promise<string> | undefined;
  * as long as one with a wrong password, so timing does not tell which emails have accounts.
  */
 export async function verifyNothing(password: string): Promise<false> {
-  dummy ??= hashPassword(randomBytes(16).toString("hex"));
+  // A decoy refused by a full hash queue (429) is not kept: every later unknown email would get
+  // that refusal at once, where a known one waits for its hash, and timing would tell them apart.
+  dummy ??= hashPassword(randomBytes(16).toString("hex")).catch((err: unknown) => {
+    dummy = undefined;
+    throw err;
+  });
   await verifyPassword(password, await dummy);
   return false;
 }

@@ -123,10 +123,12 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       setHeaders(res, limitHeaders);
       const key = options.idempotent ? idempotencyKeyOf(req.headers["idempotency-key"]) : undefined;
       const bodyLimit = options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES;
-      // Held from before the body is read until the answer has been sent (lib/limits/body-bytes.ts).
+      // Held from before the body is read until it is parsed and validated (lib/limits/body-bytes.ts):
+      // the handler holds its parsed value only (a stream, for minutes, not its bytes).
       if (options.body) releaseBody = takeBodyBytes(teamId, declaredBytes(req.headers["content-length"], bodyLimit));
       const raw = options.body ? await readNodeJsonBody(req, bodyLimit) : undefined;
       const body = options.body ? validated(options.body, raw) : undefined;
+      releaseBody?.();
       const params = storableParams(routeParams);
       // A generation (streamed or long) ends when its key is revoked, not only new requests. The
       // key is watched only for handlers that take the signal: an add does not pay for it.

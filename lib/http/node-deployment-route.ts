@@ -35,6 +35,7 @@ import {
 } from "./node-response";
 import { abortOnRevoke } from "../services/key-watch";
 import type { KeyPrincipal } from "../services/api-keys";
+import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -110,9 +111,17 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       const { signal, unwatch } = abortOnRevoke(handle.sql, key, startedAt, controller.signal);
       res.once("close", unwatch);
       limitHeaders = admitted.limitHeaders;
-      const body = options.body
-        ? validated(options.body, await readNodeJsonBody(req, env().MAX_BODY_BYTES))
-        : undefined;
+      // A model key's bodies count against its team's bodies in flight too (lib/limits/body-bytes.ts),
+      // until parsed and validated.
+      let body: unknown;
+      if (options.body) {
+        const release = takeBodyBytes(team.id, declaredBytes(req.headers["content-length"], env().MAX_BODY_BYTES));
+        try {
+          body = validated(options.body, await readNodeJsonBody(req, env().MAX_BODY_BYTES));
+        } finally {
+          release();
+        }
+      }
       const answer = await handler({
         body: body as never,
         req,

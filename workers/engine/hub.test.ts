@@ -20,6 +20,7 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import { hubOptionsFromEnv, snapshotDir, type HubOptions } from "./model/hub/hub-config";
+import { claimRoom } from "./model/hub/download";
 import { loadModel, loadTokenizer, type LoadModelOptions } from "./model/load-model";
 import { modelDtypes } from "./model/model-dtypes";
 import type { LoadProgress } from "./model/progress";
@@ -406,9 +407,42 @@ describe("hub downloads", () => {
           message: expect.stringContaining("HF_ENDPOINT must serve the hub's API"),
         },
       );
+      // A mirror of files only answers the revision API with a page too: the same message.
+      const plain = http.createServer(
+        (_req, res) => void res.writeHead(200, { "content-type": "text/html" }).end("<html>files</html>"),
+      );
+      await new Promise<void>((r) => plain.listen(0, "127.0.0.1", r));
+      try {
+        const other = `http://127.0.0.1:${(plain.address() as { port: number }).port}`;
+        await expect(
+          load("org/tiny", { dtype: "fp32", hub: hub(await newCache(), { endpoint: other }) }),
+        ).rejects.toMatchObject({ reason: "network", message: expect.stringContaining("revision API") });
+      } finally {
+        plain.close();
+      }
     } finally {
       mirror.close();
     }
+  });
+
+  it("counts the bytes downloads under way will still write as taken; a finished one gives them back", async () => {
+    const cacheDir = await newCache();
+    const fs = await statfs(cacheDir);
+    const part = Math.floor(fs.bavail * fs.bsize * 0.4);
+    const h = hub(cacheDir, { minFreeBytes: 0 });
+    const first = await claimRoom(h, cacheDir, "org/a", "fp32", part);
+    const second = await claimRoom(h, cacheDir, "org/b", "fp32", part);
+    // A third would not fit beside the two under way (alone, it would).
+    const err = await claimRoom(h, cacheDir, "org/c", "fp32", part).catch((e) => e);
+    expect(err).toMatchObject({
+      reason: "disk_full",
+      message: expect.stringContaining("promised to downloads under way"),
+    });
+    first();
+    first(); // once only
+    const third = await claimRoom(h, cacheDir, "org/c", "fp32", part);
+    second();
+    third();
   });
 
   it("a full disk is reported as disk_full", async () => {

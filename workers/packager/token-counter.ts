@@ -18,7 +18,8 @@ export class TemplateRefusal extends Error {
  *
  * A conversation counts as the model would see it in training: the chat template rendered over
  * every message with no generation prompt, encoded without adding special tokens (the template
- * writes its own). A model without a template gets the engine's plain `role: content` lines.
+ * writes its own). A model without a template gets the engine's plain `role: content` lines,
+ * with the tokenizer's special tokens (its BOS), as the engine encodes them.
  */
 export async function loadTokenCounter(model: string, signal?: AbortSignal): Promise<TokenCounter> {
   // Imported on first use: transformers.js and ONNX Runtime (~150 MB resident) stay out of a
@@ -27,7 +28,10 @@ export async function loadTokenCounter(model: string, signal?: AbortSignal): Pro
   // deployment generates with; a model without one has the engine's `role: content` lines.
   const { loadTokenizer } = await import("../engine/model/load-model");
   // A hub id downloads the tokenizer's files only (not the weights), stopped by `signal`.
-  const { tokenizer } = await loadTokenizer(model, signal ? { signal } : {});
+  const { tokenizer, chatTemplate } = await loadTokenizer(model, signal ? { signal } : {});
+  // As the engine encodes a chat (request-plan.ts): a model's template writes its special tokens,
+  // the fallback none, so the tokenizer's (BOS) are added to it.
+  const special = chatTemplate === "fallback";
   const render = (messages: Message[]): string => {
     try {
       // A template reads `content` as a string: a tool-call message without one renders it empty.
@@ -39,5 +43,5 @@ export async function loadTokenCounter(model: string, signal?: AbortSignal): Pro
       throw new TemplateRefusal((e as Error).message, { cause: e });
     }
   };
-  return (messages) => tokenizer.encode(render(messages), { add_special_tokens: false }).length;
+  return (messages) => tokenizer.encode(render(messages), { add_special_tokens: special }).length;
 }

@@ -6,7 +6,8 @@ import { requireTeamContext } from "@/lib/auth/session";
 export const metadata: Metadata = { title: "Usage · LM Platform" };
 
 export default async function UsagePage() {
-  const { team } = await requireTeamContext("/usage");
+  // The page asked for, with its query (?days=7): proxy.ts names it.
+  const { team } = await requireTeamContext();
   return (
     <>
       <PageHeader

@@ -333,7 +333,7 @@ function additionsFor(graph: GraphOps, rowWise: boolean, split: boolean): GraphA
 export async function loadTokenizer(
   id: string,
   opts: Pick<LoadModelOptions, "signal" | "hub"> = {},
-): Promise<{ dir: string; tokenizer: PreTrainedTokenizer }> {
+): Promise<{ dir: string; tokenizer: PreTrainedTokenizer; chatTemplate: ChatTemplateSource }> {
   env.allowRemoteModels = false;
   env.allowLocalModels = true;
   // A hub id: the tokenizer's files only (a model already downloaded in any dtype has them).
@@ -346,8 +346,9 @@ export async function loadTokenizer(
   } catch (e) {
     throw loadError("invalid_model", `could not load the tokenizer of ${id}: ${(e as Error).message}`);
   }
-  (tokenizer as { chat_template: unknown }).chat_template = resolveChatTemplate(dir).template;
-  return { dir, tokenizer };
+  const chat = resolveChatTemplate(dir);
+  (tokenizer as { chat_template: unknown }).chat_template = chat.template;
+  return { dir, tokenizer, chatTemplate: chat.source };
 }
 
 /**

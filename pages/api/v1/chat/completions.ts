@@ -28,7 +28,7 @@ export default nodeApiRoute(
     // The deployment and the capture's pipeline are looked up together; both before generating.
     const [model, target] = await Promise.allSettled([
       resolveChatModel(handle.db, principal.team, body.model),
-      requested ? resolveCapture(handle.db, principal.team.id, requested) : undefined,
+      requested ? resolveCapture(handle.db, principal.team.id, requested, principal.key) : undefined,
     ]);
     if (model.status === "rejected") throw model.reason;
     if (target.status === "rejected") throw target.reason;

@@ -117,7 +117,7 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     ...choice.data,
   ];
 
-  await assertRoom(
+  const release = await claimRoom(
     hub,
     dir,
     id,
@@ -128,42 +128,45 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
       reusable,
     ),
   );
-
-  const progress: FileProgress[] = wanted.map((f) => ({ file: f, done: 0, total: byPath.get(f)!.size }));
-  const total = progress.reduce((a, p) => a + p.total, 0);
-  let last = 0;
-  const report = (p: FileProgress, force = false) => {
-    const now = Date.now();
-    if (!opts.onProgress || (!force && now - last < PROGRESS_EVERY_MS)) return;
-    last = now;
-    const done = progress.reduce((a, f) => a + f.done, 0);
-    opts.onProgress({
-      state: "downloading",
-      id,
-      dtype: choice.dtype,
-      file: { ...p },
-      files: progress.map((f) => ({ ...f })),
-      done,
-      total,
-    });
-  };
-  for (const p of progress) {
-    await fetchOne(p.file, (n) => {
-      p.done = n;
-      report(p);
-    });
-    report(p, true);
+  try {
+    const progress: FileProgress[] = wanted.map((f) => ({ file: f, done: 0, total: byPath.get(f)!.size }));
+    const total = progress.reduce((a, p) => a + p.total, 0);
+    let last = 0;
+    const report = (p: FileProgress, force = false) => {
+      const now = Date.now();
+      if (!opts.onProgress || (!force && now - last < PROGRESS_EVERY_MS)) return;
+      last = now;
+      const done = progress.reduce((a, f) => a + f.done, 0);
+      opts.onProgress({
+        state: "downloading",
+        id,
+        dtype: choice.dtype,
+        file: { ...p },
+        files: progress.map((f) => ({ ...f })),
+        done,
+        total,
+      });
+    };
+    for (const p of progress) {
+      await fetchOne(p.file, (n) => {
+        p.done = n;
+        report(p);
+      });
+      report(p, true);
+    }
+    const digests = Object.fromEntries(
+      wanted.flatMap((f) => {
+        const digest = digestOf(byPath.get(f)!);
+        return digest ? [[f, digest]] : [];
+      }),
+    );
+    const marker: Marker = { dtype: choice.dtype, files: wanted, digests };
+    await writeFile(path.join(dir, markerName), JSON.stringify(marker));
+    await writeRef(refFile(hub.cacheDir, repo, revision), commit);
+    return { dir, dtype: choice.dtype };
+  } finally {
+    release();
   }
-  const digests = Object.fromEntries(
-    wanted.flatMap((f) => {
-      const digest = digestOf(byPath.get(f)!);
-      return digest ? [[f, digest]] : [];
-    }),
-  );
-  const marker: Marker = { dtype: choice.dtype, files: wanted, digests };
-  await writeFile(path.join(dir, markerName), JSON.stringify(marker));
-  await writeRef(refFile(hub.cacheDir, repo, revision), commit);
-  return { dir, dtype: choice.dtype };
 }
 
 /** The downloaded config.json; one that is not JSON fails `invalid_model`, naming the file. */
@@ -198,17 +201,53 @@ function bytesToFetch(files: RepoFile[], dir: string, reusable: Map<string, stri
  * starts (`disk_full`, with the figures): filling the disk would fail the download anyway, after
  * hours, and take the embedded database on the same disk down with it.
  */
-async function assertRoom(hub: HubOptions, dir: string, id: string, dtype: Dtype, needed: number): Promise<void> {
+/** Bytes that downloads under way in this process have yet to write, by the cache's folder. */
+const promised = new Map<string, number>();
+
+/**
+ * assertRoom, counting what the downloads already under way in this process will still write as
+ * taken (two models that each fit alone do not both start on a disk that holds one). Returns the
+ * release of this download's claim.
+ */
+export async function claimRoom(
+  hub: HubOptions,
+  dir: string,
+  id: string,
+  dtype: Dtype,
+  needed: number,
+): Promise<() => void> {
+  await assertRoom(hub, dir, id, dtype, needed, promised.get(hub.cacheDir) ?? 0);
+  promised.set(hub.cacheDir, (promised.get(hub.cacheDir) ?? 0) + needed);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (promised.get(hub.cacheDir) ?? needed) - needed;
+    if (left > 0) promised.set(hub.cacheDir, left);
+    else promised.delete(hub.cacheDir);
+  };
+}
+
+async function assertRoom(
+  hub: HubOptions,
+  dir: string,
+  id: string,
+  dtype: Dtype,
+  needed: number,
+  others: number,
+): Promise<void> {
   if (needed === 0) return;
   let where = dir;
   while (!existsSync(where) && path.dirname(where) !== where) where = path.dirname(where);
   const fs = await statfs(where);
   const free = fs.bavail * fs.bsize;
   const keep = hub.minFreeBytes ?? DEFAULT_MIN_FREE_BYTES;
-  if (needed + keep <= free) return;
+  if (needed + others + keep <= free) return;
   throw loadError(
     "disk_full",
-    `model ${id} (${dtype}) needs ${gib(needed)} more on the disk of ${hub.cacheDir}, which has ${gib(free)} free, ` +
+    `model ${id} (${dtype}) needs ${gib(needed)} more on the disk of ${hub.cacheDir}, which has ${gib(free)} free` +
+      (others > 0 ? ` (${gib(others)} of it promised to downloads under way)` : "") +
+      ", " +
       `and ${gib(keep)} are kept free for the database and the system (HUB_MIN_FREE_BYTES): free some space, ` +
       `or deploy a smaller dtype`,
   );

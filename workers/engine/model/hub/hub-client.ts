@@ -86,7 +86,14 @@ export async function resolveCommit(hub: HubOptions, repo: string, revision: str
     await res.body?.cancel();
     throw hubError(hub, res, repo);
   }
-  const sha = ((await res.json().catch(() => null)) as { sha?: unknown } | null)?.sha;
+  const body = (await res.json().catch(() => null)) as { sha?: unknown } | null;
+  if (body === null || typeof body !== "object")
+    throw loadError(
+      "network",
+      `${hub.endpoint} did not answer the hub's revision API (GET /api/models/${repo}/revision/${revision}) with ` +
+        "JSON: HF_ENDPOINT must serve the hub's API, not only its files",
+    );
+  const sha = body.sha;
   if (typeof sha !== "string" || !/^[0-9a-f]{40}$/.test(sha))
     throw loadError("network", `${hub.endpoint} named no commit for revision ${revision} of model ${repo}`);
   return sha;
