@@ -1,5 +1,6 @@
 // POST {deployment_url}: response shape, every parameter's validation, stop / bad_words /
 // logprobs / echo / n end to end, context length, and model-key auth. Real HTTP, built app, worker.
+import { request } from "node:http";
 import { describe, expect, it } from "vitest";
 import { DeploymentCompletionResponse } from "@/lib/contracts/deployments";
 import { createApiKey, revokeApiKey } from "@/lib/services/api-keys";
@@ -264,5 +265,41 @@ describe("model-key auth on deployments", () => {
     expect(res.json).toEqual(ErrorShape("not_found"));
     await deleteDeployment(db().db, { teamId: team.id, name: dep.name });
     expect((await complete(dep, team.modelKey, { prompt: "Hi", max_tokens: 1 })).status).toBe(404);
+  });
+});
+
+describe("request bodies in flight on deployments", () => {
+  it("a model key's bodies count against its team's (429 past 64 MiB); another team's key is not held up", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const other = await makeTeamWithDeployment();
+    // 64 chunked bodies (each counts as the 1 MiB limit until parsed), kept open.
+    const answered: Promise<number>[] = [];
+    const uploads = Array.from({ length: 64 }, () => {
+      const req = request(dep.url, {
+        method: "POST",
+        headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
+      });
+      answered.push(
+        new Promise((resolve) => {
+          req.on("response", (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          });
+          req.on("error", () => resolve(0));
+        }),
+      );
+      req.write('{"prompt": "Hi", ');
+      return req;
+    });
+    const small = () => complete(dep, team.modelKey, { prompt: "Hi", max_tokens: 1 });
+    await new Promise((r) => setTimeout(r, 500));
+    await expect.poll(async () => (await small()).status, { timeout: 10_000 }).toBe(429);
+    expect((await small()).json.error.message).toMatch(/^Your team is sending 64\.0 MiB of request bodies at once/);
+    expect((await complete(other.dep, other.team.modelKey, { prompt: "Hi", max_tokens: 1 })).status).toBe(200);
+    for (const req of uploads) req.end('"max_tokens": 1}');
+    // Answered (some 429 for the key's concurrent generations), and the team's budget is back.
+    const statuses = await Promise.all(answered);
+    expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
+    await expect.poll(async () => (await small()).status, { timeout: 10_000 }).toBe(200);
   });
 });
