@@ -111,6 +111,43 @@ describe("chat prompts", () => {
     await strict.dispose();
   });
 
+  it("a template the engine cannot render is said at load, and its chat requests are the server's failure", async () => {
+    const broken = await withTemplates(async (_dir, config) => {
+      config.chat_template = "{% for m in messages %}{{ m.content | frobnicate }}{% endfor %}";
+    });
+    try {
+      expect(broken.info.chatTemplateError).toMatch(/frobnicate/);
+      expect(broken.info.servingNotes.join(" ")).toMatch(
+        /^.*Chat requests \(messages\) fail: .*frobnicate.*prompts work\./,
+      );
+      expect(() => planRequest(broken, { messages, max_tokens: 4 })).toThrow(
+        expect.objectContaining({
+          code: "internal",
+          param: "messages",
+          message: expect.stringContaining("send a prompt"),
+        }),
+      );
+      expect(planRequest(broken, { prompt: "Hi", max_tokens: 4 }).promptIds.length).toBeGreaterThan(0);
+    } finally {
+      await broken.dispose();
+    }
+    // A template that insists on a system message renders at load (with one), so what it refuses
+    // stays the client's 400.
+    const strict = await withTemplates(async (_dir, config) => {
+      config.chat_template =
+        "{% if messages[0]['role'] != 'system' %}{{ raise_exception('A system message comes first') }}{% endif %}" +
+        "{% for m in messages %}{{ m.content }}{% endfor %}";
+    });
+    try {
+      expect(strict.info.chatTemplateError).toBeUndefined();
+      expect(() => planRequest(strict, { messages: [{ role: "user", content: "Hi" }], max_tokens: 4 })).toThrow(
+        expect.objectContaining({ code: "invalid_request", param: "messages" }),
+      );
+    } finally {
+      await strict.dispose();
+    }
+  });
+
   it("takes exactly one of prompt and messages", () => {
     expect(() => planRequest(m, { prompt: "Hi", messages })).toThrow(/exactly one of prompt and messages/);
     expect(() => planRequest(m, { max_tokens: 4 })).toThrow(/exactly one of prompt and messages/);

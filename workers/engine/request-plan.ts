@@ -67,6 +67,13 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
   let promptIds: number[];
   let promptText: string;
   if (request.messages) {
+    if (m.info.chatTemplateError)
+      throw new EngineError(
+        "internal",
+        `this model's chat template cannot be rendered by the engine (${m.info.chatTemplateError}): ` +
+          "send a prompt instead of messages",
+        "messages",
+      );
     promptText = renderChat(m.tokenizer, request.messages);
     // A model's template writes the special tokens itself (BOS, turn markers): none are added on
     // top. The engine's fallback template writes none, so the tokenizer's (BOS) are added, as for

@@ -44,6 +44,12 @@ export interface ModelInfo {
   layout: LayoutName;
   usesPositionIds: boolean;
   chatTemplate: ChatTemplateSource;
+  /**
+   * Why the chat template could not render a one-message conversation at load (a Jinja feature or
+   * filter transformers.js lacks): chat requests then fail as the server's fault (500), not as a
+   * 400 blaming the messages. Absent when it renders.
+   */
+  chatTemplateError?: string;
   graph: GraphSignature;
   /**
    * Whether a long prompt may be prefilled in chunks: unless the graph refuses a chunk on top of a
@@ -209,6 +215,7 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
   try {
     const chat = resolveChatTemplate(dir);
     (tokenizer as { chat_template: unknown }).chat_template = chat.template;
+    const chatTemplateError = probeChatTemplate(tokenizer);
     let sig = readGraphSignature(id, session.inputs, session.outputs, graphOps);
     const { config, generationConfig } = folder;
     const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
@@ -270,6 +277,12 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
       ...(session.unchanged
         ? ["Each step fetches the whole cache: the engine could not add its last-token outputs to the graph."]
         : []),
+      ...(chatTemplateError
+        ? [
+            `Chat requests (messages) fail: the model's chat template cannot be rendered here (${chatTemplateError}); ` +
+              "prompts work.",
+          ]
+        : []),
     ];
     const info: ModelInfo = {
       contextLength: num(config.max_position_embeddings) ?? num(config.n_positions) ?? num(config.n_ctx) ?? 2048,
@@ -280,6 +293,7 @@ async function loadFolder(id: string, dir: string, dtype: DtypeChoice, opts: Loa
       layout: runner.layout,
       usesPositionIds: sig.positionIds,
       chatTemplate: chat.source,
+      ...(chatTemplateError ? { chatTemplateError } : {}),
       graph: sig,
       chunkedPrefill,
       servingNotes,
@@ -377,4 +391,28 @@ function endOfSequence(configured: unknown, tokenizer: PreTrainedTokenizer, voca
   const own = (tokenizer as { eos_token_id?: unknown }).eos_token_id;
   if (typeof own === "number" && own >= 0 && own < vocabSize && !ids.includes(own)) ids.push(own);
   return ids;
+}
+
+/**
+ * Renders a one-message conversation with the model's template, and one with a system message
+ * first (a template may insist on either): the first error's message when both fail.
+ */
+function probeChatTemplate(tokenizer: PreTrainedTokenizer): string | undefined {
+  const conversations = [
+    [{ role: "user", content: "Hello" }],
+    [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Hello" },
+    ],
+  ];
+  let first: string | undefined;
+  for (const messages of conversations) {
+    try {
+      tokenizer.apply_chat_template(messages, { tokenize: false, add_generation_prompt: true });
+      return undefined;
+    } catch (e) {
+      first ??= (e as Error).message;
+    }
+  }
+  return first;
 }
