@@ -176,6 +176,25 @@ describe("hub downloads", () => {
     const pinned = await load(`org/moving@${first}`, { dtype: "q4", hub: hub(cacheDir) });
     expect(pinned.dir).toBe(a.dir);
     await pinned.dispose();
+    // Offline, main names the second commit, which has no q4: the first commit's complete q4 serves
+    // (before: "not in the cache").
+    const quiet = server.requests.length;
+    const offline = await load("org/moving", { dtype: "q4", hub: hub(cacheDir, { offline: true }) });
+    expect(offline.dir).toBe(a.dir);
+    await offline.dispose();
+    expect(since(quiet)).toEqual([]);
+  });
+
+  it("serves an explicit dtype from an auto download that chose it, without a request, also offline", async () => {
+    const cacheDir = await newCache();
+    const auto = await load("org/tiny", { dtype: "auto", hub: hub(cacheDir) });
+    expect(auto.info.dtype).toBe("q4");
+    await auto.dispose();
+    const before = server.requests.length;
+    const q4 = await load("org/tiny", { dtype: "q4", hub: hub(cacheDir, { offline: true }) });
+    expect(q4.dir).toBe(auto.dir);
+    await q4.dispose();
+    expect(since(before)).toEqual([]);
   });
 
   it("still uses a cache from before snapshots by commit (models--org--name/<revision>)", async () => {

@@ -61,8 +61,15 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     );
   const { repo, revision } = parsed;
   const markerName = `.complete-${opts.tokenizerOnly ? "tokenizer" : opts.dtype}.json`;
+  // This dtype's download; for an explicit dtype, also an `auto` download that chose it; for the
+  // tokenizer, any download (each holds the tokenizer's files).
   const cachedIn = (dir: string) =>
-    readMarker(path.join(dir, markerName), dir) ?? (opts.tokenizerOnly ? anyDownload(dir) : null);
+    readMarker(path.join(dir, markerName), dir) ??
+    (opts.tokenizerOnly
+      ? anyDownload(dir)
+      : opts.dtype !== "auto"
+        ? (completeMarkers(dir).find((m) => m.dtype === opts.dtype) ?? null)
+        : null);
   // Cached: the commit the revision named when it was downloaded (no request), or a cache from
   // before snapshots by commit.
   const pinned = readRef(refFile(hub.cacheDir, repo, revision));
@@ -73,12 +80,27 @@ export async function downloadModel(id: string, opts: DownloadOptions): Promise<
     const cached = cachedIn(dir);
     if (cached) return { dir, dtype: cached.dtype };
   }
-  if (hub.offline)
+  if (hub.offline) {
+    // Offline, a complete download in another snapshot of the repository (the branch moved on
+    // after it, and a later download of another dtype pointed the ref at the new commit) serves.
+    const snapshots = path.join(repoCacheDir(hub.cacheDir, repo), "snapshots");
+    const others = listDir(snapshots)
+      .map((name) => path.join(snapshots, name))
+      .sort(
+        (a, b) =>
+          (statSync(b, { throwIfNoEntry: false })?.mtimeMs ?? 0) -
+          (statSync(a, { throwIfNoEntry: false })?.mtimeMs ?? 0),
+      );
+    for (const dir of others) {
+      const cached = cachedIn(dir);
+      if (cached) return { dir, dtype: cached.dtype };
+    }
     throw loadError(
       "offline",
       `HF_HUB_OFFLINE is set and model ${id} (dtype ${opts.dtype}) is not in the cache ` +
         `(${repoCacheDir(hub.cacheDir, repo)}); unset HF_HUB_OFFLINE to download it`,
     );
+  }
 
   opts.onProgress?.({ state: "resolving", id });
   // Every file comes from the commit the revision names now: a branch that moves on between two
