@@ -6,7 +6,7 @@ import { uiFetch } from "../api-client";
 import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
 import { Card } from "../ui/card";
-import { ErrorBanner } from "../ui/states";
+import { ErrorBanner, RefreshError } from "../ui/states";
 import { formatBytes } from "./datasets-table";
 import { TokenHistogram } from "./token-histogram";
 
@@ -32,10 +32,7 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
       a.remove();
     },
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   const d = q.data;
   const s = d.stats;
   const o = d.options;

@@ -8,7 +8,7 @@ import { uiFetch } from "../api-client";
 import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
 import { ConfirmDialog } from "../ui/confirm-dialog";
-import { EmptyState, ErrorBanner } from "../ui/states";
+import { EmptyState, ErrorBanner, RefreshError } from "../ui/states";
 import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
@@ -65,10 +65,7 @@ export function DatasetsTable({ initial, canDelete }: { initial: DatasetDto[]; c
       queryClient.invalidateQueries({ queryKey: ["datasets"] });
     },
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   if (q.data.length === 0) {
     return (
       <>

@@ -8,7 +8,7 @@ import { uiFetch } from "../api-client";
 import { Button } from "../ui/button";
 import { ConfirmDialog } from "../ui/confirm-dialog";
 import { CopyButton } from "../ui/copy-button";
-import { EmptyState, ErrorBanner } from "../ui/states";
+import { EmptyState, RefreshError } from "../ui/states";
 import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 import { DeploymentStatus } from "./deployment-status";
@@ -43,10 +43,7 @@ export function DeploymentsTable({ initial, canManage }: { initial: DeploymentDt
       queryClient.invalidateQueries({ queryKey: ["keys"] }); // its model keys went with it
     },
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   if (q.data.length === 0) {
     return (
       <>

@@ -7,7 +7,7 @@ import { uiFetch } from "../api-client";
 import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
 import { ConfirmDialog } from "../ui/confirm-dialog";
-import { EmptyState, ErrorBanner } from "../ui/states";
+import { EmptyState, RefreshError } from "../ui/states";
 import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
@@ -46,10 +46,7 @@ export function KeysTable({
       queryClient.invalidateQueries({ queryKey: ["keys"] });
     },
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   if (q.data.length === 0) {
     return (
       <>

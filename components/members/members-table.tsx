@@ -9,7 +9,7 @@ import { Badge } from "../ui/badge";
 import { Button } from "../ui/button";
 import { ConfirmDialog } from "../ui/confirm-dialog";
 import { Select } from "../ui/field";
-import { ErrorBanner } from "../ui/states";
+import { ErrorBanner, RefreshError } from "../ui/states";
 import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 
@@ -78,10 +78,7 @@ export function MembersTable({
       }
     },
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   // The last owner can neither leave nor be removed (the server says so too): no button for it.
   const owners = q.data.filter((m) => m.role === "owner").length;
   return (

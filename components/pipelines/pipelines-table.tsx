@@ -4,7 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import type { PipelineDto } from "@/lib/contracts/pipelines";
 import { uiFetch } from "../api-client";
-import { EmptyState, ErrorBanner } from "../ui/states";
+import { EmptyState, RefreshError } from "../ui/states";
 import { DataTable, type Column } from "../ui/table";
 import { Time } from "../ui/time";
 import { CreatePipelineButton } from "./create-pipeline-dialog";
@@ -23,10 +23,7 @@ export function PipelinesTable({ initial }: { initial: PipelineDto[] }) {
     queryFn: ({ signal }) => uiFetch<PipelineDto[]>("/api/ui/pipelines", { signal }),
     initialData: initial,
   });
-  // A refresh that fails (a poll during a restart, say) keeps what was shown, under a banner.
-  const stale = q.isError ? (
-    <ErrorBanner message={`Could not refresh: ${q.error.message}`} onRetry={() => q.refetch()} />
-  ) : null;
+  const stale = <RefreshError query={q} />;
   if (q.data.length === 0) {
     return (
       <>

@@ -16,6 +16,15 @@ export function EmptyState({ title, children, icon }: { title: string; children?
   );
 }
 
+/**
+ * A query's failed refresh (a poll during a restart, say) over what it showed before: the data
+ * stays, under this banner, rather than the banner replacing it. Nothing while the query is fine.
+ */
+export function RefreshError({ query }: { query: { isError: boolean; error: Error | null; refetch: () => unknown } }) {
+  if (!query.isError) return null;
+  return <ErrorBanner message={`Could not refresh: ${query.error?.message}`} onRetry={() => query.refetch()} />;
+}
+
 export function ErrorBanner({ message, onRetry }: { message: string; onRetry?: () => void }) {
   return (
     <div
