@@ -429,3 +429,35 @@ describe("fair sharing between tenants", () => {
     await Promise.all([newcomer, running]);
   });
 });
+
+describe("a graph whose output is not a number", () => {
+  it("fails that request with the reason (not a silent stop); the others in the batch go on", async () => {
+    const engine = new Engine({ models: [dir] });
+    const m: LoadedModel = await engine.load();
+    const runner = m.runner as { prefill: (...args: unknown[]) => Promise<{ logits: Float32Array }> };
+    const prefill = runner.prefill.bind(runner);
+    // An fp16 overflow, stood in for: the prefill of one prompt gives NaN logits.
+    runner.prefill = async (...args: unknown[]) => {
+      const out = await prefill(...args);
+      const ids = args[1] as number[];
+      if (ids.length === m.tokenizer.encode("Poisoned prompt here").length) out.logits.fill(NaN);
+      return out;
+    };
+    const [poisoned, fine] = await Promise.allSettled([
+      engine.generate({ prompt: "Poisoned prompt here", max_tokens: 8, n: 2 }),
+      engine.generate({ prompt: "The dog sleeps in the garden and", max_tokens: 8, temperature: 0 }),
+    ]);
+    expect(poisoned.status).toBe("rejected");
+    expect((poisoned as PromiseRejectedResult).reason).toMatchObject({
+      code: "internal",
+      message: expect.stringContaining("not a number at token 1"),
+    });
+    expect(fine.status).toBe("fulfilled");
+    expect(
+      (fine as PromiseFulfilledResult<{ choices: { text: string }[] }>).value.choices[0]!.text.length,
+    ).toBeGreaterThan(0);
+    const scheduler = await engine.scheduler();
+    await scheduler.whenIdle();
+    expect(scheduler.stats()).toMatchObject({ running: 0, queued: 0 });
+  });
+});

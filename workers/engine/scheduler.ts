@@ -844,6 +844,7 @@ export class Scheduler {
   }
 
   private sampleInto(seq: Sequence, job: GenerationJob, logits: Float32Array, pre?: RowExps) {
+    if (job.cancelled) return; // failed by another of its sequences, this step
     const ctx = {
       prng: seq.prng,
       seen: seq.seen,
@@ -851,7 +852,36 @@ export class Scheduler {
       fallbackToken: this.model.info.eosTokenIds[0] ?? 0,
     };
     const p = job.plan.sampling;
-    seq.accept((pre && drawFromExps(logits, pre, p, ctx)) ?? sampleToken(logits, p, ctx));
+    const drawn = (pre && drawFromExps(logits, pre, p, ctx)) ?? sampleToken(logits, p, ctx);
+    // No logit to draw from falls back to the end of sequence: right when the request banned every
+    // token, wrong when the graph's output was not a number (an fp16 overflow), which ended the
+    // answer silently as a "stop". That request fails instead, with the reason; the others go on.
+    if (drawn.id === ctx.fallbackToken && notANumber(logits))
+      return this.failJob(
+        job,
+        new EngineError(
+          "internal",
+          `the model's output was not a number at token ${seq.generated + 1} (its ${this.model.info.dtype} graph ` +
+            "overflowed): try another dtype of the model",
+        ),
+      );
+    seq.accept(drawn);
+  }
+
+  /** Ends one job with `error` (and what it used), as cancel ends it: its rows leave at the next step. */
+  private failJob(job: GenerationJob, error: EngineError) {
+    if (job.done || job.cancelled) return;
+    job.cancelled = true;
+    const usage = usageOf(job, true);
+    this.dequeue(job);
+    if (this.prefilling === job) {
+      this.prefilling = null;
+      job.prefillKv = null;
+    }
+    for (const s of job.sequences) if (!s.finished) s.finish("cancelled", null);
+    job.done = true;
+    logger().error({ tenant: job.tenant, err: error.message }, "generation failed");
+    job.channel.end(Object.assign(error, { usage }));
   }
 
   /** Ends a job's stream once all its sequences are finished. */
@@ -918,3 +948,14 @@ function usageOf(job: GenerationJob, started: boolean): GenerationUsage {
 
 /** The tokens a request's rows may come to hold: its prompt and max_tokens. */
 const spanOf = (plan: RequestPlan) => plan.promptIds.length + plan.request.max_tokens;
+
+/** No finite logit, and at least one NaN: the graph's output, not the request's bans, is at fault. */
+function notANumber(logits: Float32Array): boolean {
+  let nan = false;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (Number.isFinite(v)) return false;
+    if (v !== v) nan = true;
+  }
+  return nan;
+}
