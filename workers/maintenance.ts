@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { BlobStore } from "@/lib/blob";
 import type { DbOrTx } from "@/lib/db/client";
 import { sweepDeletedDatasetFiles } from "@/lib/services/datasets";
+import { sweepImportFiles } from "@/lib/services/import-jobs";
 import { sql } from "drizzle-orm";
 import { sweepHubCache } from "./engine/model/hub/cache-sweep";
 import {
@@ -48,11 +49,13 @@ export function startMaintenance(o: {
       const expired = await step("retention", () => applyRetention(o.db, o.batch, signal));
       const keys = await step("idempotency keys", () => sweepIdempotencyKeys(o.db, 10 * o.batch, signal));
       const files = await step("deleted datasets' files", () => sweepDeletedDatasetFiles(o.db, o.blobs));
+      const uploads = await step("finished imports' files", () => sweepImportFiles(o.db, o.blobs));
       const gone = await step("gone workers", () => sweepGoneWorkers(o.db));
-      if (purged + expired + keys + files + gone > 0) {
+      if (purged + expired + keys + files + uploads + gone > 0) {
         log(
           `[maintenance] deleted ${purged} samples of deleted pipelines, ${expired} past retention, ${keys} idempotency keys, ` +
-            `the files of ${files} deleted datasets, the rows of ${gone} workers gone for ${GONE_WORKER_HOURS} h`,
+            `the files of ${files} deleted datasets and of ${uploads} finished imports, ` +
+            `the rows of ${gone} workers gone for ${GONE_WORKER_HOURS} h`,
         );
       }
       const hub = o.hubCache;

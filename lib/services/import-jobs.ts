@@ -4,6 +4,9 @@ import type { DbOrTx } from "../db/client";
 import { rawSql } from "../db/raw";
 import { sampleInsertCtes, type NewSample } from "./sample-rows";
 import { jobTeamsCondition, type JobTeams } from "./job-teams";
+import type { BlobStore } from "../blob";
+import { logger } from "../observe/log";
+import { importBlobPrefix } from "./imports";
 
 /**
  * The worker's side of imports (workers/importer): claiming PROCESSING rows under a lease, and
@@ -138,6 +141,9 @@ export async function storeImportChunk(
         refusals = case when jsonb_array_length(refusals) < ${MAX_IMPORT_REFUSALS}
                         then refusals || ${JSON.stringify(chunk.refusals)}::jsonb else refusals end,
         imported = imported + (select count(*) from s),
+        -- A claim that stores a chunk made progress: its failures start the count over (before,
+        -- five worker restarts or blob read resets failed a long import that kept progressing).
+        attempts = 1,
         lease_expires_at = now() + make_interval(secs => ${input.leaseSeconds}), updated_at = now()
       where id in (select id from lease) and (${chunk.rows.length} = 0 or exists (select 1 from p))
     )
@@ -171,4 +177,30 @@ export async function releaseImport(db: DbOrTx, input: { id: string; owner: stri
     update imports set lease_owner = null, lease_expires_at = null, updated_at = now(),
       attempts = attempts - ${input.countAttempt ? 0 : 1}
     where ${leaseHeld(input.id, input.owner)}`);
+}
+
+/**
+ * Removes a finished (READY or FAILED) import's uploaded file and says so in its row; a removal
+ * that fails (the object store away) is logged and left to `sweepImportFiles`. Before, such a
+ * file (up to 1 GiB of every line) stayed for good, even once its pipeline was deleted.
+ */
+export async function removeImportFile(db: DbOrTx, blobs: BlobStore, id: string): Promise<boolean> {
+  try {
+    await blobs.removePrefix(importBlobPrefix(id));
+  } catch (err) {
+    logger().warn({ err, import: id }, "import's uploaded file not removed; retrying at the next maintenance run");
+    return false;
+  }
+  await db.execute(sql`update imports set file_removed = true where id = ${id}`);
+  return true;
+}
+
+/** The workers' maintenance: the files of finished imports still there (a removal that failed). */
+export async function sweepImportFiles(db: DbOrTx, blobs: BlobStore, limit = 100): Promise<number> {
+  const rows = await db.execute<{ id: string }>(sql`
+    select id from imports where status in ('READY', 'FAILED') and not file_removed
+    order by updated_at limit ${limit}`);
+  let removed = 0;
+  for (const { id } of rows) if (await removeImportFile(db, blobs, id)) removed++;
+  return removed;
 }

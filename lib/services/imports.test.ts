@@ -3,8 +3,10 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBlobStore } from "../blob";
-import { imports } from "../db/schema";
+import { eq } from "drizzle-orm";
+import { imports, pipelines } from "../db/schema";
 import { startFeedWorld } from "../db/throwaway";
+import { sweepImportFiles } from "./import-jobs";
 import { createImport } from "./imports";
 import { deletePipeline, purgeDeletedPipelines } from "./maintenance";
 import { createPipeline } from "./pipelines";
@@ -41,4 +43,44 @@ describe("an import whose pipeline is deleted while its file uploads", () => {
       expect(readdirSync(blobs.root, { recursive: true }).filter((f) => String(f).endsWith(".jsonl"))).toEqual([]);
     });
   }
+});
+
+/** A blob store whose removals fail while `down` is set (S3 unreachable). */
+class FlakyStore extends LocalBlobStore {
+  down = false;
+  override async removePrefix(prefix: string): Promise<void> {
+    if (this.down) throw new Error("the blob store is unreachable");
+    return super.removePrefix(prefix);
+  }
+}
+
+describe("an import's file the blob store could not remove", () => {
+  it("does not fail the pipeline's deletion, keeps its purge waiting, and is removed by the maintenance", async () => {
+    const { db } = world.app;
+    const blobs = new FlakyStore(path.join(root, "flaky"));
+    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+    const created = await createImport(db, blobs, {
+      teamId: team.id,
+      pipelineId: pipeline.id,
+      body: (async function* () {
+        yield Buffer.from('{"messages":[{"role":"user","content":"a"}]}\n');
+      })(),
+      maxBytes: 1e6,
+      maxRunning: 10,
+    });
+    const uploaded = () => readdirSync(path.join(root, "flaky", "imports", created.id)).length;
+    expect(uploaded()).toBe(1);
+    blobs.down = true;
+    // Before: a 500 for a deletion that was done, and the file for good once purged.
+    await deletePipeline(db, blobs, { teamId: team.id, id: pipeline.id });
+    await purgeDeletedPipelines(db);
+    expect((await db.select().from(pipelines).where(eq(pipelines.id, pipeline.id))).length).toBe(1);
+    expect(await sweepImportFiles(db, blobs)).toBe(0); // still down: tried again at the next run
+    blobs.down = false;
+    expect(await sweepImportFiles(db, blobs)).toBeGreaterThanOrEqual(1);
+    expect(() => uploaded()).toThrow(); // its folder is gone
+    await purgeDeletedPipelines(db);
+    expect((await db.select().from(pipelines).where(eq(pipelines.id, pipeline.id))).length).toBe(0);
+  });
 });

@@ -4,7 +4,7 @@ import type { BlobStore } from "../blob";
 import type { DbOrTx } from "../db/client";
 import { notFound } from "../errors";
 import { DELETE_BATCH, removeSamples } from "./sample-deletion";
-import { importBlobPrefix } from "./imports";
+import { removeImportFile } from "./import-jobs";
 
 /**
  * The background deletions the workers run (workers/maintenance.ts): retention, the samples of
@@ -38,7 +38,9 @@ export async function deletePipeline(db: DbOrTx, blobs: BlobStore, input: { team
       where pipeline_id = ${input.id} and status = 'PROCESSING' returning id`);
     return failed.map((r) => r.id);
   });
-  for (const id of importIds) await blobs.removePrefix(importBlobPrefix(id));
+  // The deletion is done: a file not removed now (the object store away) is the maintenance's to
+  // remove (sweepImportFiles), not a 500 for a deletion that happened.
+  for (const id of importIds) await removeImportFile(db, blobs, id);
 }
 
 /**
@@ -53,9 +55,11 @@ export async function purgeDeletedPipelines(db: DbOrTx, batch = DELETE_BATCH, si
     if (signal?.aborted) break;
     // Its datasets were told when it was deleted (deletePipeline).
     total += await deleteInBatches(db, id, sql`true`, batch, false, signal);
+    // Not before its imports' files are gone: the rows that name them go with the pipeline.
     await db.execute(sql`
       delete from pipelines where id = ${id} and deleted_at is not null
-        and not exists (select 1 from samples where pipeline_id = ${id})`);
+        and not exists (select 1 from samples where pipeline_id = ${id})
+        and not exists (select 1 from imports where pipeline_id = ${id} and not file_removed)`);
   }
   return total;
 }

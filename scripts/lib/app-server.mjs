@@ -190,6 +190,12 @@ const server = http.createServer((req, res) => {
   });
 });
 
+// Node's default `requestTimeout` (5 minutes) covers a request's whole body, even while it keeps
+// arriving: an import of a few hundred MB on an ordinary uplink was cut with a 408 and nothing
+// kept. An hour takes the 1 GiB import limit at 2.4 Mbit/s, and still ends a body that never
+// does; the head must still come within `headersTimeout` (60 s).
+server.requestTimeout = 60 * 60_000;
+
 /**
  * An API path (`/v1/…`, a deployment's, the dashboard's `/api/…`) with a percent-escape that does
  * not decode (`/v1/pipelines/%E0%A4%A`): Next.js answered it with its HTML 400 page, without the

@@ -7,12 +7,12 @@ import {
   failImport,
   ImportLeaseLost,
   ImportPipelineGone,
+  removeImportFile,
   renewImportLease,
   storeImportChunk,
   type ImportChunk,
   type ImportJob,
 } from "@/lib/services/import-jobs";
-import { importBlobPrefix } from "@/lib/services/imports";
 import { newSampleRow } from "@/lib/services/sample-rows";
 import { readLines } from "./line-reader";
 import type { JobTeams } from "@/lib/services/job-teams";
@@ -101,14 +101,14 @@ export async function importFile(job: ImportJob, o: ImportOptions): Promise<"REA
     abort.abort(); // stop renewing before the final update
     await renewer;
     if (!(await completeImport(o.db, { id: job.id, owner: o.owner }))) return "lost";
-    await o.blobs.removePrefix(importBlobPrefix(job.id));
+    await removeImportFile(o.db, o.blobs, job.id);
     return "READY";
   } catch (err) {
     await storing?.catch(() => {});
     if (err instanceof ImportLeaseLost || abort.signal.reason instanceof ImportLeaseLost) return "lost";
     if (err instanceof ImportPipelineGone) {
       if (await failImport(o.db, { id: job.id, owner: o.owner, reason: "The pipeline was deleted." }))
-        await o.blobs.removePrefix(importBlobPrefix(job.id));
+        await removeImportFile(o.db, o.blobs, job.id);
       return "lost";
     }
     throw err;

@@ -1,7 +1,6 @@
 import { logger } from "@/lib/observe/log";
 import { setTimeout as sleep } from "node:timers/promises";
-import { claimImport, failImport, releaseImport, type ImportJob } from "@/lib/services/import-jobs";
-import { importBlobPrefix } from "@/lib/services/imports";
+import { claimImport, failImport, releaseImport, removeImportFile, type ImportJob } from "@/lib/services/import-jobs";
 import { importFile, type ImportOptions } from "./import-file";
 
 export type ImporterOptions = Omit<ImportOptions, "signal"> & {
@@ -22,7 +21,7 @@ export function startImporter(o: ImporterOptions): { stop: () => Promise<void> }
 
   const fail = async (job: ImportJob, reason: string) => {
     if (await failImport(o.db, { id: job.id, owner: o.owner, reason })) {
-      await o.blobs.removePrefix(importBlobPrefix(job.id)).catch(() => {});
+      await removeImportFile(o.db, o.blobs, job.id);
       log(`[importer] ${job.id} FAILED: ${reason}`);
     }
   };

@@ -16,6 +16,32 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * the same `param`). Blank lines (whitespace only) are skipped; a trailing `\r` is dropped.
  */
 export function parseLine(line: Line, maxBytes: number): ParsedLine {
+  const parsed = parseLineRaw(line, maxBytes);
+  return parsed.kind === "refused" ? { kind: "refused", error: storableRefusal(parsed.error) } : parsed;
+}
+
+/** Characters of a refusal's message and param kept: the report says why, not the line again. */
+const REFUSAL_CHARS = 300;
+
+/**
+ * A refusal as the import's report can store it (jsonb): its texts quote the line (JSON.parse's
+ * message, an unknown key named by zod), which may hold U+0000 or half of a surrogate pair that
+ * jsonb refuses, which failed the whole chunk, and then the import; and a refusal repeating a
+ * half-megabyte key bloated every poll of the import's status. Cut and made storable.
+ */
+function storableRefusal(error: ErrorObject): ErrorObject {
+  const clean = (s: string) => {
+    const text = s.replace(/\u0000|\p{Surrogate}/gu, "\uFFFD");
+    return text.length > REFUSAL_CHARS ? `${text.slice(0, REFUSAL_CHARS)}…` : text;
+  };
+  return {
+    ...error,
+    message: clean(error.message),
+    ...(error.param !== undefined ? { param: clean(error.param) } : {}),
+  };
+}
+
+function parseLineRaw(line: Line, maxBytes: number): ParsedLine {
   if (line.tooLong) return { kind: "refused", error: payloadTooLarge(maxBytes).toBody().error };
   let text: string;
   try {

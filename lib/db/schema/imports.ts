@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, boolean, index, integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 import type { ImportRefusal } from "../../contracts/imports";
 import { pipelines } from "./pipelines";
 import { teams } from "./teams";
@@ -28,6 +28,12 @@ export const imports = pgTable(
       .default("PROCESSING"),
     /** The uploaded file; removed once the import is READY or FAILED. */
     blobKey: text("blob_key").notNull(),
+    /**
+     * Whether the uploaded file has been removed (READY or FAILED): a removal that failed (the
+     * object store away) is tried again by the workers' maintenance, and a deleted pipeline's row
+     * is purged only once its imports' files are gone.
+     */
+    fileRemoved: boolean("file_removed").notNull().default(false),
     /** Size of the uploaded file. */
     bytes: bigint("bytes", { mode: "number" }).notNull(),
     /** Bytes of the file whose lines are stored (or refused): where the next chunk starts. */

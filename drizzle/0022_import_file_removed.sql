@@ -1,0 +1,1 @@
+ALTER TABLE "imports" ADD COLUMN "file_removed" boolean DEFAULT false NOT NULL;
