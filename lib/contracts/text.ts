@@ -18,6 +18,9 @@ export const storable = <S extends z.ZodString>(schema: S) =>
 export const unstorable = (s: string): string | null =>
   s.includes("\u0000") ? NUL : UNPAIRED_SURROGATE.test(s) ? SURROGATE : null;
 
+/** Text Postgres can store (no NUL, no unpaired surrogate); U+FFFD stands for what it cannot. */
+export const storableText = (s: string) => s.replace(/\u0000|\p{Surrogate}/gu, "\uFFFD");
+
 /**
  * A record that refuses the key `__proto__`: JSON.parse makes it an own key like any other, but
  * zod's record skips it without a word (a label or a logit bias silently dropped).

@@ -19,7 +19,7 @@ import {
   type PagesRequest,
 } from "./node-response";
 import { abortOnRevoke } from "../services/key-watch";
-import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
+import { holdingBodyBytes } from "../limits/body-bytes";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -110,7 +110,6 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
     res.once("close", () => observe());
     const controller = abortWhenClientLeaves(res);
     let limitHeaders: Record<string, string> = {};
-    let releaseBody: (() => void) | undefined;
     try {
       if (req.method !== options.method) {
         res.setHeader("allow", options.method);
@@ -125,10 +124,13 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       const bodyLimit = options.maxBodyBytes?.() ?? env().MAX_BODY_BYTES;
       // Held from before the body is read until it is parsed and validated (lib/limits/body-bytes.ts):
       // the handler holds its parsed value only (a stream, for minutes, not its bytes).
-      if (options.body) releaseBody = takeBodyBytes(teamId, declaredBytes(req.headers["content-length"], bodyLimit));
-      const raw = options.body ? await readNodeJsonBody(req, bodyLimit) : undefined;
-      const body = options.body ? validated(options.body, raw) : undefined;
-      releaseBody?.();
+      const schema = options.body;
+      const { raw, body } = schema
+        ? await holdingBodyBytes(teamId, req.headers["content-length"], bodyLimit, async () => {
+            const raw = await readNodeJsonBody(req, bodyLimit);
+            return { raw, body: validated(schema, raw) };
+          })
+        : { raw: undefined, body: undefined };
       const params = storableParams(routeParams);
       // A generation (streamed or long) ends when its key is revoked, not only new requests. The
       // key is watched only for handlers that take the signal: an add does not pay for it.
@@ -171,8 +173,6 @@ export function nodeApiRoute<B extends z.ZodType | undefined = undefined>(option
       setHeaders(res, headers ?? {}, limitHeaders);
       if (!req.complete) discardRest(req);
       await send(req, res, status, JSON.stringify(body), requestId);
-    } finally {
-      releaseBody?.();
     }
   };
 }

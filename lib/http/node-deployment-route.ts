@@ -35,7 +35,7 @@ import {
 } from "./node-response";
 import { abortOnRevoke } from "../services/key-watch";
 import type { KeyPrincipal } from "../services/api-keys";
-import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
+import { holdingBodyBytes } from "../limits/body-bytes";
 import { errorPayload, newRequestId } from "./respond";
 import { storableParams, validated } from "./route-parts";
 
@@ -113,15 +113,13 @@ export function nodeDeploymentRoute<B extends z.ZodType | undefined = undefined>
       limitHeaders = admitted.limitHeaders;
       // A model key's bodies count against its team's bodies in flight too (lib/limits/body-bytes.ts),
       // until parsed and validated.
-      let body: unknown;
-      if (options.body) {
-        const release = takeBodyBytes(team.id, declaredBytes(req.headers["content-length"], env().MAX_BODY_BYTES));
-        try {
-          body = validated(options.body, await readNodeJsonBody(req, env().MAX_BODY_BYTES));
-        } finally {
-          release();
-        }
-      }
+      const schema = options.body;
+      const limit = env().MAX_BODY_BYTES;
+      const body = schema
+        ? await holdingBodyBytes(team.id, req.headers["content-length"], limit, async () =>
+            validated(schema, await readNodeJsonBody(req, limit)),
+          )
+        : undefined;
       const answer = await handler({
         body: body as never,
         req,

@@ -2,7 +2,7 @@
 // params, the validated JSON body, and a handler's return value as the response.
 import type { z } from "zod";
 import { env } from "../env";
-import { declaredBytes, takeBodyBytes } from "../limits/body-bytes";
+import { holdingBodyBytes } from "../limits/body-bytes";
 import { fromZodError, invalidRequest } from "../errors";
 import { unstorable } from "../contracts/text";
 import { readJsonBody } from "./body";
@@ -49,13 +49,11 @@ export async function bodyOf(
   const limit = env().MAX_BODY_BYTES;
   // A team's bodies being read at once are bounded (lib/limits/body-bytes.ts); once parsed and
   // validated, a 1 MiB body's share is given back (the handler holds its parsed value only).
-  const release = teamId ? takeBodyBytes(teamId, declaredBytes(req.headers.get("content-length"), limit)) : undefined;
-  try {
+  const read = async () => {
     const raw = await readJsonBody(req, limit);
     return { raw, value: validated(schema, raw) };
-  } finally {
-    release?.();
-  }
+  };
+  return teamId ? holdingBodyBytes(teamId, req.headers.get("content-length"), limit, read) : read();
 }
 
 /** A JSON text as a response with its status, the request id and the given headers. */

@@ -15,7 +15,7 @@ const state = ((globalThis as unknown as { __lmpBodyBytes?: State }).__lmpBodyBy
  * One body larger than the whole budget is let through when the team has none in flight (the
  * route's own size limit bounds it). Returns the release, to call once (more calls do nothing).
  */
-export function takeBodyBytes(teamId: string, bytes: number): () => void {
+function takeBodyBytes(teamId: string, bytes: number): () => void {
   const limit = env().TEAM_BODY_BYTES_IN_FLIGHT;
   const now = state.inFlight.get(teamId) ?? 0;
   if (now > 0 && now + bytes > limit)
@@ -34,13 +34,28 @@ export function takeBodyBytes(teamId: string, bytes: number): () => void {
   };
 }
 
+/**
+ * `read` (a body read, parsed and validated) with the body's bytes held against its team's budget
+ * meanwhile: 429 before reading when the budget is spent; given back once `read` settles.
+ */
+export async function holdingBodyBytes<T>(
+  teamId: string,
+  contentLength: string | null | undefined,
+  limit: number,
+  read: () => Promise<T>,
+): Promise<T> {
+  const release = takeBodyBytes(teamId, declaredBytes(contentLength, limit));
+  try {
+    return await read();
+  } finally {
+    release();
+  }
+}
+
 /** The bytes a body will take: its Content-Length, or the route's limit when it has none (chunked). */
-export function declaredBytes(contentLength: string | null | undefined, limit: number): number {
+function declaredBytes(contentLength: string | null | undefined, limit: number): number {
   const n = contentLength == null ? NaN : Number(contentLength);
   return Number.isFinite(n) && n >= 0 ? Math.min(n, limit) : limit;
 }
-
-/** A team's bytes in flight (tests). */
-export const bodyBytesInFlight = (teamId: string) => state.inFlight.get(teamId) ?? 0;
 
 const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;

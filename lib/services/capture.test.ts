@@ -4,7 +4,8 @@ import { describe, expect, it, vi } from "vitest";
 import { ApiError, notFound } from "../errors";
 import { logger } from "../observe/log";
 import { appMetrics } from "../observe/metrics";
-import { captureFromHeaders, capturedSamples, requestedCapture, storableText, storeWithRetry } from "./capture";
+import { storableText } from "../contracts/text";
+import { captureFromHeaders, capturedSamples, requestedCapture, storeWithRetry } from "./capture";
 import type { SampleToStore } from "./samples";
 
 const row = (pipelineId = "pipe_a"): SampleToStore => ({

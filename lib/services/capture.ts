@@ -7,6 +7,7 @@ import type postgres from "postgres";
 import { CAPTURE_HEADERS, CaptureBody, type CaptureInput, type GenerationFacts } from "../contracts/capture";
 import type { FinishReason, GenerationUsage } from "../contracts/generation";
 import type { SampleMessage } from "../contracts/messages";
+import { storableText } from "../contracts/text";
 import type { DbOrTx } from "../db/client";
 import { changeFeedOf } from "../db/change-feed";
 import { rawSql } from "../db/raw";
@@ -193,9 +194,6 @@ async function cachedPipeline(sql: postgres.Sql, teamId: string, id: string): Pr
 }
 
 // ---- storing it ----
-
-/** Text Postgres can store (no NUL, no unpaired surrogate); U+FFFD stands for what it cannot. */
-export const storableText = (s: string) => s.replace(/\u0000|\p{Surrogate}/gu, "\uFFFD");
 
 /** The samples of a completion: one per choice that finished (stop or length). */
 export function capturedSamples(

@@ -2,6 +2,7 @@ import { request } from "node:http";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { addSamplesDirect } from "../helpers/bulk";
+import { holdUploads } from "../helpers/held-uploads";
 import { baseUrl, client, makeTeam } from "../helpers/context";
 import { expectDocumented } from "../helpers/openapi";
 
@@ -117,23 +118,12 @@ describe("add-batch", () => {
     const { team, api, pipeline } = await setup();
     const other = await setup();
     // Four chunked uploads (no Content-Length: each counts as the route's 16 MiB), kept open.
-    const answered: Promise<number>[] = [];
-    const uploads = Array.from({ length: 4 }, () => {
-      const req = request(`${baseUrl}/v1/pipelines/${pipeline}/add-batch`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${team.apiKey}`, "content-type": "application/json" },
-      });
-      answered.push(
-        new Promise((resolve) =>
-          req.on("response", (res) => {
-            res.resume();
-            resolve(res.statusCode!);
-          }),
-        ),
-      );
-      req.write('{"samples":[');
-      return req;
-    });
+    const uploads = holdUploads(
+      `${baseUrl}/v1/pipelines/${pipeline}/add-batch`,
+      { authorization: `Bearer ${team.apiKey}` },
+      4,
+      '{"samples":[',
+    );
     const small = () => api.post(`/v1/pipelines/${pipeline}/add-batch`, { samples: [{ messages: msg("x") }] });
     // The uploads reach the app's handler once their head and first bytes have arrived.
     await new Promise((r) => setTimeout(r, 500));
@@ -146,8 +136,8 @@ describe("add-batch", () => {
     });
     expect(theirs.status).toBe(200);
     // Once the uploads are answered, the team's budget is back.
-    for (const req of uploads) req.end(`${JSON.stringify({ messages: msg("z") })}]}`);
-    expect(await Promise.all(answered)).toEqual([200, 200, 200, 200]);
+    uploads.finish(`${JSON.stringify({ messages: msg("z") })}]}`);
+    expect(await uploads.answered()).toEqual([200, 200, 200, 200]);
     expect((await small()).status).toBe(200);
   });
 

@@ -10,7 +10,7 @@ import { GenerationFactsSchema } from "@/lib/contracts/capture";
 import { SampleSchema } from "@/lib/contracts/pipelines";
 import { teams } from "@/lib/db/schema";
 import { createApiKey } from "@/lib/services/api-keys";
-import { storableText } from "@/lib/services/capture";
+import { storableText } from "@/lib/contracts/text";
 import { baseUrl, client, db, makeTeam, type TestTeam } from "../helpers/context";
 import { complete, makeDeployment, noEosBias, parseSse, type TestDeployment } from "../helpers/deployments";
 import { download, parseLines, waitForStatus } from "../helpers/datasets";

@@ -1,12 +1,12 @@
 // POST {deployment_url}: response shape, every parameter's validation, stop / bad_words /
 // logprobs / echo / n end to end, context length, and model-key auth. Real HTTP, built app, worker.
-import { request } from "node:http";
 import { describe, expect, it } from "vitest";
 import { DeploymentCompletionResponse } from "@/lib/contracts/deployments";
 import { createApiKey, revokeApiKey } from "@/lib/services/api-keys";
 import { createDeployment, deleteDeployment } from "@/lib/services/deployments";
 import { baseUrl, db, makeTeam } from "../helpers/context";
 import { complete, makeDeployment, makeTeamWithDeployment } from "../helpers/deployments";
+import { holdUploads } from "../helpers/held-uploads";
 
 const ErrorShape = (type: string, param?: string) => ({
   error: { type, message: expect.any(String), ...(param ? { param } : {}) },
@@ -273,32 +273,15 @@ describe("request bodies in flight on deployments", () => {
     const { team, dep } = await makeTeamWithDeployment();
     const other = await makeTeamWithDeployment();
     // 64 chunked bodies (each counts as the 1 MiB limit until parsed), kept open.
-    const answered: Promise<number>[] = [];
-    const uploads = Array.from({ length: 64 }, () => {
-      const req = request(dep.url, {
-        method: "POST",
-        headers: { authorization: `Bearer ${team.modelKey}`, "content-type": "application/json" },
-      });
-      answered.push(
-        new Promise((resolve) => {
-          req.on("response", (res) => {
-            res.resume();
-            resolve(res.statusCode!);
-          });
-          req.on("error", () => resolve(0));
-        }),
-      );
-      req.write('{"prompt": "Hi", ');
-      return req;
-    });
+    const uploads = holdUploads(dep.url, { authorization: `Bearer ${team.modelKey}` }, 64, '{"prompt": "Hi", ');
     const small = () => complete(dep, team.modelKey, { prompt: "Hi", max_tokens: 1 });
     await new Promise((r) => setTimeout(r, 500));
     await expect.poll(async () => (await small()).status, { timeout: 10_000 }).toBe(429);
     expect((await small()).json.error.message).toMatch(/^Your team is sending 64\.0 MiB of request bodies at once/);
     expect((await complete(other.dep, other.team.modelKey, { prompt: "Hi", max_tokens: 1 })).status).toBe(200);
-    for (const req of uploads) req.end('"max_tokens": 1}');
+    uploads.finish('"max_tokens": 1}');
     // Answered (some 429 for the key's concurrent generations), and the team's budget is back.
-    const statuses = await Promise.all(answered);
+    const statuses = await uploads.answered();
     expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
     await expect.poll(async () => (await small()).status, { timeout: 10_000 }).toBe(200);
   });

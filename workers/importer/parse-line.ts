@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { AddSampleBody } from "@/lib/contracts/pipelines";
+import { storableText } from "@/lib/contracts/text";
 import type { ErrorBody } from "@/lib/errors";
 import { fromZodError, payloadTooLarge } from "@/lib/errors";
 import type { AddSampleInput } from "@/lib/contracts/pipelines";
@@ -31,7 +32,7 @@ const REFUSAL_CHARS = 300;
  */
 function storableRefusal(error: ErrorObject): ErrorObject {
   const clean = (s: string) => {
-    const text = s.replace(/\u0000|\p{Surrogate}/gu, "\uFFFD");
+    const text = storableText(s);
     return text.length > REFUSAL_CHARS ? `${text.slice(0, REFUSAL_CHARS)}…` : text;
   };
   return {

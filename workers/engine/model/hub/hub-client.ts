@@ -75,6 +75,17 @@ export function hubError(hub: HubOptions, res: Response, repo: string, file?: st
 }
 
 /**
+ * An endpoint that answered one of the hub's API calls with something other than JSON (a mirror of
+ * files only, a proxy's HTML page): said as such, where a bare SyntaxError failed the load.
+ */
+const notTheHubApi = (hub: HubOptions, what: string, path: string) =>
+  loadError(
+    "network",
+    `${hub.endpoint} did not answer the hub's ${what} (GET ${path}) with JSON: ` +
+      "HF_ENDPOINT must serve the hub's API, not only its files",
+  );
+
+/**
  * The commit a revision (a branch, a tag, or a commit) names now (GET /api/models/{repo}/revision/{revision},
  * as huggingface_hub's snapshot_download asks): downloads then read that commit only.
  */
@@ -88,11 +99,7 @@ export async function resolveCommit(hub: HubOptions, repo: string, revision: str
   }
   const body = (await res.json().catch(() => null)) as { sha?: unknown } | null;
   if (body === null || typeof body !== "object")
-    throw loadError(
-      "network",
-      `${hub.endpoint} did not answer the hub's revision API (GET /api/models/${repo}/revision/${revision}) with ` +
-        "JSON: HF_ENDPOINT must serve the hub's API, not only its files",
-    );
+    throw notTheHubApi(hub, "revision API", `/api/models/${repo}/revision/${revision}`);
   const sha = body.sha;
   if (typeof sha !== "string" || !/^[0-9a-f]{40}$/.test(sha))
     throw loadError("network", `${hub.endpoint} named no commit for revision ${revision} of model ${repo}`);
@@ -111,14 +118,7 @@ export async function listRepoFiles(hub: HubOptions, repo: string, revision: str
     }
     const page = (await res.json().catch(() => null)) as
       { type: string; path: string; size?: number; oid?: string; lfs?: { oid?: string; size?: number } }[] | null;
-    // An endpoint that serves files but not the hub's JSON API (a plain mirror, a proxy's HTML
-    // page): said as such, where a bare SyntaxError failed the load with no reason.
-    if (!Array.isArray(page))
-      throw loadError(
-        "network",
-        `${hub.endpoint} did not answer the hub's file listing (GET /api/models/${repo}/tree/${revision}) with ` +
-          "JSON: HF_ENDPOINT must serve the hub's API, not only its files",
-      );
+    if (!Array.isArray(page)) throw notTheHubApi(hub, "file listing", `/api/models/${repo}/tree/${revision}`);
     for (const e of page) {
       if (e.type !== "file") continue;
       const lfs = e.lfs?.oid ? { algorithm: "sha256" as const, hex: e.lfs.oid.replace(/^sha256:/, "") } : null;
