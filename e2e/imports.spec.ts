@@ -30,6 +30,41 @@ test("imports a JSONL file with live progress and shows its samples", async ({ p
   await expect(page.getByTestId("selection-count")).toHaveText("2,999");
 });
 
+test("stops a running import, and shows what it stored", async ({ page, request }) => {
+  await signUp(page, { email: uniqueEmail("stopimport"), teamName: "Stop import team" });
+  const pipelineId = await createPipeline(page, "stopped");
+  const { secret } = await createKey(page, "ingest");
+  const added = await hostedApi(request, secret).post(`/v1/pipelines/${pipelineId}/add`, {
+    messages: [{ role: "user", content: "added by the API" }],
+  });
+  expect(added.status()).toBe(200);
+  const lines = Array.from({ length: 200_000 }, (_, i) =>
+    JSON.stringify({ messages: [{ role: "user", content: `stopped ${i} `.padEnd(120, "x") }] }),
+  );
+  await page.goto(`/pipelines/${pipelineId}`);
+  await page.getByTestId("import-button").click();
+  const dialog = page.getByTestId("import-dialog");
+  await dialog.getByLabel("JSONL file").setInputFiles({
+    name: "many.jsonl",
+    mimeType: "application/x-ndjson",
+    buffer: Buffer.from(lines.join("\n") + "\n"),
+  });
+  await dialog.getByRole("button", { name: "Import" }).click();
+  await dialog.getByTestId("import-stop").click({ timeout: 30_000 });
+  await expect(dialog.getByTestId("import-status")).toHaveText("CANCELLED");
+  const imported = Number(
+    (await dialog.getByTestId("import-progress").textContent())!.match(/([\d,]+) imported/)![1]!.replaceAll(",", ""),
+  );
+  expect(imported).toBeLessThan(200_000);
+  // Its samples, and only those (the pipeline's one added sample is left out).
+  await dialog.getByRole("link", { name: "Show its samples" }).click();
+  await expect(page).toHaveURL(/importId=imp_/);
+  await expect(page.getByTestId("filter-chip")).toContainText("import = imp_");
+  await expect(page.getByTestId("selection-count")).toHaveText(imported.toLocaleString("en-US"));
+  await page.getByRole("button", { name: /Remove filter import/ }).click();
+  await expect(page.getByTestId("selection-count")).toHaveText((imported + 1).toLocaleString("en-US"));
+});
+
 test("an import left running in the background updates the page when it ends", async ({ page }) => {
   await signUp(page, { email: uniqueEmail("bgimport"), teamName: "Background import team" });
   const pipelineId = await createPipeline(page, "background");

@@ -1,6 +1,7 @@
 "use client";
 
 import { useQuery, useQueryClient } from "@tanstack/react-query";
+import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback, useEffect, useRef, useState } from "react";
 import type { ImportDto } from "@/lib/contracts/imports";
@@ -13,7 +14,8 @@ import { ErrorBanner } from "../ui/states";
 
 /**
  * Imports a JSONL file into the pipeline: the upload's progress (XMLHttpRequest, which reports
- * it), then the worker's (lines read, imported, refused), polled until READY or FAILED.
+ * it), then the worker's (lines read, imported, refused), polled until READY or FAILED. A running
+ * import can be stopped (CANCELLED, what it stored stays), and an ended one links to its samples.
  */
 export function ImportButton({ pipelineId }: { pipelineId: string }) {
   const [open, setOpen] = useState(false);
@@ -87,6 +89,19 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
   useEffect(() => {
     if (!open) showSamples();
   }, [open, showSamples]);
+  const [stopping, setStopping] = useState(false);
+  // Stops the import: what it stored stays, and "Show its samples" finds it.
+  const stop = async () => {
+    setStopping(true);
+    try {
+      const stopped = await uiFetch<ImportDto>(`/api/ui/imports/${importId}/cancel`, { method: "POST" });
+      queryClient.setQueryData(["import", importId], stopped);
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setStopping(false);
+    }
+  };
   const d = progress.data;
   return (
     <>
@@ -141,6 +156,20 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
           {progress.isError ? <ErrorBanner message={progress.error.message} /> : null}
           {error ? <ErrorBanner message={error} /> : null}
           <div className="flex justify-end gap-2">
+            {done && d && d.imported > 0 ? (
+              <Link
+                href={`/pipelines/${pipelineId}?importId=${encodeURIComponent(d.id)}`}
+                onClick={close}
+                className="mr-auto self-center text-indigo-600 hover:underline dark:text-indigo-400"
+              >
+                Show its samples
+              </Link>
+            ) : null}
+            {running && d ? (
+              <Button variant="secondary" onClick={stop} disabled={stopping} data-testid="import-stop">
+                {stopping ? "Stopping…" : "Stop import"}
+              </Button>
+            ) : null}
             <Button variant="secondary" onClick={close}>
               {done ? "Close" : running ? "Run in background" : "Cancel"}
             </Button>

@@ -27,6 +27,22 @@ export function FilterBar({ state, onChange }: Props) {
     setError(undefined);
     onChange({ [field]: value, offset: 0, sample: undefined });
   };
+  // Where samples came from, set by links (a key's or a deployment's captures, an import's lines):
+  // shown as chips that remove themselves.
+  const originChips: { id: string; text: string; remove: Partial<SelectionState> }[] = [];
+  for (const field of ["keyId", "deployment"] as const) {
+    const value = state.generation?.[field];
+    if (!value) continue;
+    const generation = { ...state.generation };
+    delete generation[field];
+    originChips.push({
+      id: field,
+      text: `${field === "keyId" ? "key" : "deployment"} = ${value}`,
+      remove: { generation: Object.keys(generation).length > 0 ? generation : undefined },
+    });
+  }
+  if (state.importId)
+    originChips.push({ id: "import", text: `import = ${state.importId}`, remove: { importId: undefined } });
   return (
     <div className="space-y-3" data-testid="filter-bar">
       <div className="flex flex-wrap items-end gap-3">
@@ -58,38 +74,25 @@ export function FilterBar({ state, onChange }: Props) {
           {error}
         </p>
       ) : null}
-      {state.generation?.keyId || state.generation?.deployment ? (
-        <ul aria-label="Generation filters" className="flex flex-wrap gap-2">
-          {(["keyId", "deployment"] as const).flatMap((field) => {
-            const value = state.generation?.[field];
-            if (!value) return [];
-            const text = `${field === "keyId" ? "key" : "deployment"} = ${value}`;
-            return [
-              <li
-                key={field}
-                data-testid="filter-chip"
-                className="inline-flex items-center gap-1 rounded-full bg-amber-50 py-0.5 pl-3 pr-1 text-xs font-medium text-amber-800 ring-1 ring-inset ring-amber-200 dark:bg-amber-950/60 dark:text-amber-300 dark:ring-amber-900"
+      {originChips.length > 0 ? (
+        <ul aria-label="Origin filters" className="flex flex-wrap gap-2">
+          {originChips.map(({ id, text, remove }) => (
+            <li
+              key={id}
+              data-testid="filter-chip"
+              className="inline-flex items-center gap-1 rounded-full bg-amber-50 py-0.5 pl-3 pr-1 text-xs font-medium text-amber-800 ring-1 ring-inset ring-amber-200 dark:bg-amber-950/60 dark:text-amber-300 dark:ring-amber-900"
+            >
+              <span className="font-mono">{text}</span>
+              <button
+                type="button"
+                aria-label={`Remove filter ${text}`}
+                className="grid size-5 place-items-center rounded-full hover:bg-amber-100 focus-visible:outline-2 focus-visible:outline-amber-500 dark:hover:bg-amber-900"
+                onClick={() => onChange({ ...remove, offset: 0, sample: undefined })}
               >
-                <span className="font-mono">{text}</span>
-                <button
-                  type="button"
-                  aria-label={`Remove filter ${text}`}
-                  className="grid size-5 place-items-center rounded-full hover:bg-amber-100 focus-visible:outline-2 focus-visible:outline-amber-500 dark:hover:bg-amber-900"
-                  onClick={() => {
-                    const generation = { ...state.generation };
-                    delete generation[field];
-                    onChange({
-                      generation: Object.keys(generation).length > 0 ? generation : undefined,
-                      offset: 0,
-                      sample: undefined,
-                    });
-                  }}
-                >
-                  ×
-                </button>
-              </li>,
-            ];
-          })}
+                ×
+              </button>
+            </li>
+          ))}
         </ul>
       ) : null}
       {Object.keys(state.metadata).length > 0 ? (

@@ -10,6 +10,7 @@ export const DELETION_FILTERS = [
   "createdBefore",
   "search",
   "generation",
+  "importId",
 ] as const;
 
 /**
@@ -26,6 +27,7 @@ export const DeleteSamplesBody = z
     createdBefore: SelectionFilterShape.createdBefore,
     search: SelectionFilterShape.search,
     generation: SelectionFilterShape.generation,
+    importId: SelectionFilterShape.importId,
     all: z.boolean().nullish(),
   })
   .superRefine((b, ctx) => {

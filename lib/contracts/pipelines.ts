@@ -135,6 +135,8 @@ export const SelectionFilterShape = {
   createdBefore: optional(Timestamp),
   search: optional(storable(z.string().min(1, "must not be empty").max(LIMITS.searchChars))),
   generation: optional(GenerationFilter),
+  /** Beyond the spec: the samples one import stored (`imp_…`, docs/api.md "Imports"). */
+  importId: optional(Label),
   sample: optional(SampleSpec),
   limit: optional(z.number().int().min(1)),
   offset: optional(z.number().int().min(0)),

@@ -3,7 +3,7 @@ import { AddBatchBody, AddBatchResponse } from "../contracts/batch";
 import { PatchSampleBody } from "../contracts/capture";
 import { CreateDatasetBody, DatasetSchema, DownloadQuery, DownloadResponse } from "../contracts/datasets";
 import { DeletedResponse, DeleteSamplesBody } from "../contracts/deletion";
-import { ImportSchema } from "../contracts/imports";
+import { ImportListQuery, ImportSchema } from "../contracts/imports";
 import { SampleMessageSchema } from "../contracts/messages";
 import {
   AddSampleBody,
@@ -135,6 +135,32 @@ export const hostedApi: Record<string, Partial<Record<"get" | "post" | "patch" |
       success: "Its status and progress",
       response: ImportSchema,
       errors: [404],
+    },
+  },
+  "/v1/imports/list": {
+    get: {
+      summary: "List imports",
+      description:
+        "The team's imports, newest first, at most `limit` (default 20, at most 100); `before` (the last id of a page) continues after it.",
+      tags: ["Imports"],
+      auth: "api",
+      query: ImportListQuery,
+      success: "The imports",
+      response: z.array(ImportSchema),
+      errors: [400, 404],
+    },
+  },
+  "/v1/imports/{id}/cancel": {
+    post: {
+      summary: "Cancel an import",
+      description:
+        "A PROCESSING import stops storing lines and becomes CANCELLED; the samples it stored stay (the selection filter `importId` finds them). A CANCELLED import answers as it is; a READY or FAILED one is a 409.",
+      tags: ["Imports"],
+      auth: "api",
+      path: id("import"),
+      success: "The import, CANCELLED",
+      response: ImportSchema,
+      errors: [404, 409],
     },
   },
   "/v1/pipelines/{id}/samples": {

@@ -195,10 +195,10 @@ export async function removeImportFile(db: DbOrTx, blobs: BlobStore, id: string)
   return true;
 }
 
-/** The workers' maintenance: the files of finished imports still there (a removal that failed). */
+/** The workers' maintenance: the files of ended imports (READY, FAILED, CANCELLED) still there. */
 export async function sweepImportFiles(db: DbOrTx, blobs: BlobStore, limit = 100): Promise<number> {
   const rows = await db.execute<{ id: string }>(sql`
-    select id from imports where status in ('READY', 'FAILED') and not file_removed
+    select id from imports where status <> 'PROCESSING' and not file_removed
     order by updated_at limit ${limit}`);
   let removed = 0;
   for (const { id } of rows) if (await removeImportFile(db, blobs, id)) removed++;

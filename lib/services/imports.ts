@@ -1,13 +1,14 @@
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, lt, or, sql } from "drizzle-orm";
 import type { BlobStore } from "../blob";
-import type { ImportDto } from "../contracts/imports";
+import type { ImportDto, ImportListQuery } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
 import { imports, pipelines, type Import } from "../db/schema";
-import { invalidRequest, notFound, payloadTooLarge, rateLimited } from "../errors";
+import { conflict, invalidRequest, notFound, payloadTooLarge, rateLimited } from "../errors";
 import { newId } from "../ids";
-import { holdLivePipeline } from "./pipelines";
+import { getPipeline, holdLivePipeline } from "./pipelines";
+import { removeImportFile } from "./import-jobs";
 
 /**
  * Imports of JSONL files into a pipeline (docs/api.md "Imports"): the API side. The upload is
@@ -108,6 +109,66 @@ export async function getImport(db: DbOrTx, input: { teamId: string; id: string 
     .where(and(eq(imports.id, input.id), eq(imports.teamId, input.teamId), isNull(pipelines.deletedAt)));
   if (!row) throw notFound(`No import with id '${input.id}'.`, "id");
   return row.i;
+}
+
+/**
+ * The team's imports, newest first (imports of deleted pipelines are gone, as everywhere):
+ * `pipelineId` (its pipeline's, 404 when it is not the team's), `status`, and `before` (the last
+ * id of the previous page; 400 when it is not one of the team's imports).
+ */
+export async function listImports(db: DbOrTx, input: { teamId: string } & ImportListQuery): Promise<Import[]> {
+  const where = [eq(imports.teamId, input.teamId), isNull(pipelines.deletedAt)];
+  if (input.pipelineId !== undefined) {
+    await getPipeline(db, { teamId: input.teamId, id: input.pipelineId });
+    where.push(eq(imports.pipelineId, input.pipelineId));
+  }
+  if (input.status !== undefined) where.push(eq(imports.status, input.status));
+  if (input.before !== undefined) {
+    const [after] = await db
+      .select({ createdAt: imports.createdAt, id: imports.id })
+      .from(imports)
+      .where(and(eq(imports.id, input.before), eq(imports.teamId, input.teamId)));
+    if (!after) throw invalidRequest(`No import with id '${input.before}' to continue after.`, "before");
+    where.push(
+      or(
+        lt(imports.createdAt, after.createdAt),
+        and(eq(imports.createdAt, after.createdAt), lt(imports.id, after.id)),
+      )!,
+    );
+  }
+  const rows = await db
+    .select({ i: imports })
+    .from(imports)
+    .innerJoin(pipelines, eq(pipelines.id, imports.pipelineId))
+    .where(and(...where))
+    .orderBy(desc(imports.createdAt), desc(imports.id))
+    .limit(input.limit);
+  return rows.map((r) => r.i);
+}
+
+/**
+ * Cancels a PROCESSING import: no more of its lines are stored (a worker storing a chunk finishes
+ * that chunk, then finds its lease gone and drops the import), its file is removed, and it stays
+ * CANCELLED with the counts of what it stored; those samples stay (a selection's `importId` finds
+ * them). Cancelling a CANCELLED import answers it as it is; a READY or FAILED one is a 409.
+ */
+export async function cancelImport(db: DbOrTx, blobs: BlobStore, input: { teamId: string; id: string }) {
+  const current = await getImport(db, input);
+  if (current.status === "PROCESSING") {
+    // The worker's chunk holds the row (for update) while it stores: this waits for that chunk.
+    const [row] = await db
+      .update(imports)
+      .set({ status: "CANCELLED", leaseOwner: null, leaseExpiresAt: null, updatedAt: sql`now()` })
+      .where(and(eq(imports.id, input.id), eq(imports.teamId, input.teamId), eq(imports.status, "PROCESSING")))
+      .returning();
+    if (row) {
+      // A removal that fails (the object store away) is left to the maintenance's sweep.
+      return { ...row, fileRemoved: await removeImportFile(db, blobs, row.id) };
+    }
+  }
+  const now = current.status === "PROCESSING" ? await getImport(db, input) : current;
+  if (now.status === "CANCELLED") return now;
+  throw conflict(`The import is already ${now.status}; only a PROCESSING import can be cancelled.`, "id");
 }
 
 /**

@@ -17,6 +17,7 @@ export function samplePredicate(s: SQL, selection: Partial<Selection>): SQL {
   if (selection.createdAfter !== undefined) parts.push(sql`${s}.created_at > ${selection.createdAfter}::timestamptz`);
   if (selection.createdBefore !== undefined) parts.push(sql`${s}.created_at < ${selection.createdBefore}::timestamptz`);
   if (selection.generation !== undefined) parts.push(...generationConditions(s, selection.generation));
+  if (selection.importId !== undefined) parts.push(sql`${s}.import_id = ${selection.importId}`);
   if (selection.search !== undefined) {
     const pattern = `%${selection.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
     parts.push(sql`exists (select 1 from jsonb_array_elements(${s}.messages) m where m->>'content' ilike ${pattern})`);

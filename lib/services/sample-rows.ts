@@ -7,7 +7,8 @@ export type NewSample = { id: string; pipelineId: string; json: string };
 
 /**
  * The row of one add body, as the insert below reads it. `{}` metadata is stored as null.
- * `generation`: a captured completion's facts (lib/services/capture.ts).
+ * `generation`: a captured completion's facts (lib/services/capture.ts); `importId`: the import
+ * that stores it.
  */
 export function newSampleRow(
   id: string,
@@ -15,6 +16,7 @@ export function newSampleRow(
   teamId: string,
   sample: AddSampleInput,
   generation?: GenerationFacts,
+  importId?: string,
 ): NewSample {
   const { messages, userId, groupId, metadata } = sample;
   const json = JSON.stringify({
@@ -27,6 +29,7 @@ export function newSampleRow(
     group_id: groupId ?? null,
     metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
     generation: generation ?? null,
+    import_id: importId ?? null,
   });
   return { id, pipelineId, json };
 }
@@ -79,8 +82,8 @@ export function sampleInsertCtes(
     r as (
       select * from rows from (jsonb_to_recordset(${payload}::jsonb) as (
         id text, pipeline_id text, team_id text, messages jsonb, length int,
-        user_id text, group_id text, metadata jsonb, generation jsonb)
-      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, ord)
+        user_id text, group_id text, metadata jsonb, generation jsonb, import_id text)
+      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id, ord)
     ), p as (
       select id, team_id, pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(id)) as writing from pipelines
       -- The writer's own team's pipelines only: another team's id locks nothing (its dataset
@@ -88,8 +91,8 @@ export function sampleInsertCtes(
       where (id, team_id) in (select pipeline_id, team_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (
-      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation)
-      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata, r.generation
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id)
+      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata, r.generation, r.import_id
       from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
       order by r.ord
       ${conflict}

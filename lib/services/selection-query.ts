@@ -107,6 +107,7 @@ export function selectionSource(pipelineId: string, s: Selection, withSamples: b
   if (s.groupId !== undefined) sampleFilters.push(sql`s.group_id = ${s.groupId}`);
   if (s.search !== undefined) sampleFilters.push(...searchConditions(sql`s`, s.search));
   if (s.generation !== undefined) sampleFilters.push(...generationConditions(sql`s`, s.generation));
+  if (s.importId !== undefined) sampleFilters.push(sql`s.import_id = ${s.importId}`);
 
   let src: Source;
   if (driverIndex < 0) {
@@ -252,6 +253,7 @@ const filtersNothing = (s: Selection) =>
   s.createdAfter === undefined &&
   s.createdBefore === undefined &&
   (s.generation === undefined || generationConditions(sql`s`, s.generation).length === 0) &&
+  s.importId === undefined &&
   Object.keys(s.metadata ?? {}).length === 0;
 
 /**

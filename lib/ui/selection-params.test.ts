@@ -36,6 +36,15 @@ describe("selection in the URL", () => {
     });
   });
 
+  it("round-trips an import's samples (importId), into the API's body", () => {
+    const state = { metadata: {}, importId: "imp_abc123", limit: DEFAULT_PAGE_SIZE, offset: 0 };
+    const search = selectionToSearch(state);
+    expect(search).toBe("importId=imp_abc123");
+    expect(parseSelectionParams(new URLSearchParams(search))).toEqual(state);
+    expect(SelectionBody.parse(filterOf(state)).importId).toBe("imp_abc123");
+    expect(parseSelectionParams(new URLSearchParams("importId=")).importId).toBeUndefined();
+  });
+
   it("round-trips metadata operators, dates, search and a random sample", () => {
     const state = {
       metadata: {

@@ -12,7 +12,7 @@ import {
  * The dashboard's selection lives in the URL so it can be shared and reloaded:
  * `?userId=u1&groupId=g1&meta.lang=en&ne.tier=pro&in.src=a&in.src=b&exists.x=false&prefix.c=ab
  *  &createdAfter=…&createdBefore=…&search=refund&gen.captured=true&gen.finishReason=stop&gen.keyId=key_…
- *  &gen.deployment=team/name&sampleSize=100&sampleSeed=7&limit=50&offset=100&sample=smp_…`.
+ *  &gen.deployment=team/name&importId=imp_…&sampleSize=100&sampleSeed=7&limit=50&offset=100&sample=smp_…`.
  * Metadata keys travel in the parameter name (`<op>.<key>`), so a key may hold any character.
  * Values the API would reject are dropped rather than failing the page.
  */
@@ -40,6 +40,8 @@ export type SelectionState = {
   search?: string;
   /** Conditions on captured samples' generation facts (`gen.<field>` in the URL). */
   generation?: GenerationFilter;
+  /** The samples one import stored. */
+  importId?: string;
   /** `sample: {size, seed}` of the API (`sample` here is the open sample). */
   sampleSize?: number;
   sampleSeed?: number;
@@ -74,7 +76,7 @@ export function parseSelectionParams(params: ParamsLike): SelectionState {
     const operator = Object.entries(OPERATOR_PREFIXES).find(
       ([prefix]) => key.startsWith(prefix) && key.length > prefix.length,
     );
-    if (key === "userId" || key === "groupId") {
+    if (key === "userId" || key === "groupId" || key === "importId") {
       const v = label.safeParse(value);
       if (v.success && v.data !== undefined) state[key] = v.data;
     } else if (key.startsWith(META) && key.length > META.length) {
@@ -131,6 +133,7 @@ export function selectionToSearch(state: SelectionState): string {
     const v = state.generation?.[field];
     if (v !== undefined) p.set(GEN + field, String(v));
   }
+  if (state.importId) p.set("importId", state.importId);
   if (state.sampleSize !== undefined) p.set("sampleSize", String(state.sampleSize));
   if (state.sampleSeed !== undefined) p.set("sampleSeed", String(state.sampleSeed));
   if (state.limit !== DEFAULT_PAGE_SIZE) p.set("limit", String(state.limit));
@@ -161,6 +164,7 @@ export function filterOf(state: SelectionState): SelectionFilter {
     ...(state.createdBefore ? { createdBefore: state.createdBefore } : {}),
     ...(state.search ? { search: state.search } : {}),
     ...(state.generation && Object.keys(state.generation).length > 0 ? { generation: state.generation } : {}),
+    ...(state.importId ? { importId: state.importId } : {}),
     ...(state.sampleSize !== undefined ? { sample: { size: state.sampleSize, seed: state.sampleSeed ?? 0 } } : {}),
   };
 }

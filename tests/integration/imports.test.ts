@@ -1,4 +1,5 @@
 import { gzipSync } from "node:zlib";
+import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { ImportSchema } from "@/lib/contracts/imports";
 import { imports } from "@/lib/db/schema";
@@ -177,5 +178,72 @@ describe("imports", () => {
     // Another team is not held back by this one's.
     const other = await setup();
     expect((await other.api.post(`/v1/pipelines/${other.pipeline}/import`, line, NDJSON)).status).toBe(202);
+  });
+
+  it("lists a team's imports, cancels a PROCESSING one, and finds (and deletes) an import's samples by importId", async () => {
+    const { api, pipeline, count } = await setup();
+    const other = await setup();
+    const { text } = jsonl(300);
+    const done = (await waitForImport(api, (await api.post(`/v1/pipelines/${pipeline}/import`, text, NDJSON)).json.id))
+      .done;
+    expect(done.imported).toBe(300);
+    await api.post("/v1/pipelines/" + pipeline + "/add", { messages: [{ role: "user", content: "added" }] });
+    // A PROCESSING import another worker holds (its lease far off), as one cancelled midway.
+    const held = newId("import");
+    await db()
+      .db.insert(imports)
+      .values({
+        id: held,
+        teamId: (await api.get(`/v1/pipelines/${pipeline}`)).json.teamId,
+        pipelineId: pipeline,
+        blobKey: `imports/${held}/upload.jsonl`,
+        bytes: 10,
+        leaseOwner: "elsewhere",
+        leaseExpiresAt: new Date(Date.now() + 3600_000),
+      });
+
+    const listed = await api.get("/v1/imports/list");
+    expect(listed.status, listed.text).toBe(200);
+    await expectDocumented("GET", "/v1/imports/list", listed);
+    expect(listed.json.map((i: { id: string }) => i.id)).toEqual([held, done.id]);
+    const page = await api.get(`/v1/imports/list?limit=1&before=${held}&pipelineId=${pipeline}&status=READY`);
+    expect(page.json.map((i: { id: string }) => i.id)).toEqual([done.id]);
+    expect((await other.api.get("/v1/imports/list")).json).toEqual([]);
+    for (const [query, param] of [
+      ["limit=0", "limit"],
+      ["limit=x", "limit"],
+      ["status=DONE", "status"],
+      ["before=imp_00000000000000000000", "before"],
+      ["color=red", "color"],
+    ]) {
+      const bad = await api.get(`/v1/imports/list?${query}`);
+      expect(bad.status, query).toBe(400);
+      expect(bad.json.error.param, query).toBe(param);
+    }
+    const foreign = await other.api.get(`/v1/imports/list?pipelineId=${pipeline}`);
+    expect(foreign.status).toBe(404);
+    await expectDocumented("GET", "/v1/imports/list", foreign);
+
+    // Cancel: another team's id is a 404, a READY import a 409, the held one becomes CANCELLED.
+    expect((await other.api.post(`/v1/imports/${held}/cancel`)).status).toBe(404);
+    const ready = await api.post(`/v1/imports/${done.id}/cancel`);
+    expect(ready.status).toBe(409);
+    expect(ready.json.error.message).toMatch(/already READY/);
+    await expectDocumented("POST", "/v1/imports/{id}/cancel", ready);
+    const cancelled = await api.post(`/v1/imports/${held}/cancel`);
+    expect(cancelled.status, cancelled.text).toBe(200);
+    await expectDocumented("POST", "/v1/imports/{id}/cancel", cancelled);
+    expect(ImportSchema.strict().parse(cancelled.json).status).toBe("CANCELLED");
+    expect((await api.post(`/v1/imports/${held}/cancel`)).json.status).toBe("CANCELLED");
+    const row = (await db().db.select().from(imports).where(eq(imports.id, held)))[0]!;
+    expect(row).toMatchObject({ status: "CANCELLED", leaseOwner: null, fileRemoved: true });
+
+    // An import's samples: counted and deleted by importId, the added one left.
+    expect(await count({ importId: done.id })).toBe(300);
+    expect(await count({ importId: held })).toBe(0);
+    expect(await count()).toBe(301);
+    const deleted = await api.post(`/v1/pipelines/${pipeline}/delete-samples`, { importId: done.id });
+    expect(deleted.json).toEqual({ deleted: 300 });
+    expect(await count()).toBe(1);
   });
 });

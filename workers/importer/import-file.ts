@@ -76,7 +76,8 @@ export async function importFile(job: ImportJob, o: ImportOptions): Promise<"REA
       for await (const line of reader) {
         const parsed = parseLine(line, o.maxLineBytes);
         if (parsed.kind === "sample") {
-          const row = newSampleRow(importedSampleId(job.id, line.number), job.pipelineId, job.teamId, parsed.sample);
+          const id = importedSampleId(job.id, line.number);
+          const row = newSampleRow(id, job.pipelineId, job.teamId, parsed.sample, undefined, job.id);
           chunk.rows.push(row);
           weight += row.json.length;
         } else if (parsed.kind === "refused") {

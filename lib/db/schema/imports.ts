@@ -4,7 +4,7 @@ import type { ImportRefusal } from "../../contracts/imports";
 import { pipelines } from "./pipelines";
 import { teams } from "./teams";
 
-export type ImportStatus = "PROCESSING" | "READY" | "FAILED";
+export type ImportStatus = "PROCESSING" | "READY" | "FAILED" | "CANCELLED";
 
 /**
  * An import of a JSONL file into a pipeline: a job row, like a dataset. The uploaded file is in the
@@ -23,10 +23,10 @@ export const imports = pgTable(
     pipelineId: text("pipeline_id")
       .notNull()
       .references(() => pipelines.id, { onDelete: "cascade" }),
-    status: text("status", { enum: ["PROCESSING", "READY", "FAILED"] })
+    status: text("status", { enum: ["PROCESSING", "READY", "FAILED", "CANCELLED"] })
       .notNull()
       .default("PROCESSING"),
-    /** The uploaded file; removed once the import is READY or FAILED. */
+    /** The uploaded file; removed once the import is READY, FAILED or CANCELLED. */
     blobKey: text("blob_key").notNull(),
     /**
      * Whether the uploaded file has been removed (READY or FAILED): a removal that failed (the
@@ -55,6 +55,8 @@ export const imports = pgTable(
     index("imports_processing_idx")
       .on(t.leaseExpiresAt)
       .where(sql`${t.status} = 'PROCESSING'`),
+    // GET /v1/imports/list: the team's imports, newest first.
+    index("imports_team_order_idx").on(t.teamId, t.createdAt, t.id),
   ],
 );
 

@@ -75,6 +75,11 @@ export const samples = pgTable(
      */
     generation: jsonb("generation").$type<GenerationFacts>(),
     /**
+     * The import that stored it (`imp_…`); null for samples added or captured. A selection's
+     * `importId` finds an import's samples (to delete what a cancelled or mistaken import stored).
+     */
+    importId: text("import_id"),
+    /**
      * Its metadata was changed after it was stored (PATCH /v1/samples/:id): a dataset packaged
      * before may hold it under labels it no longer has (deletions mark such datasets).
      */
