@@ -200,6 +200,22 @@ describe("the check at load", () => {
   });
 });
 
+describe("a GroupQueryAttention graph run one row per pass", () => {
+  const models: LoadedModel[] = [];
+  afterAll(() => Promise.all(models.map((m) => m.dispose())));
+
+  for (const flag of ["rowsInteract", "batchOfOne"] as const)
+    it(`gives each row its own logits (${flag})`, async () => {
+      const model = await loadModel(await llamaLayoutDir("gqa"), {});
+      models.push(model);
+      expect(model.info.layout).toBe("gqa");
+      const oneEach = createRunner({ ...model.info.graph, [flag]: true }, model.session, model.info.vocabSize);
+      expect(oneEach.layout).toBe("gqa");
+      // Before, every pass fetched into the same one-row buffer: both rows got the last row's logits.
+      expect(await rowsIndependent(oneEach, model.info.vocabSize)).toBe(true);
+    });
+});
+
 describe("external data of an initializer", () => {
   const external = (location: string, offset: number, length: number) =>
     onnxProto.onnx.TensorProto.create({

@@ -18,7 +18,6 @@
 // The buffers keep spare room (./kv-rows.ts): a membership change copies in the joiners' prompts
 // and moves only rows whose slot changes; a capacity change re-strides in place.
 import type { DecodeBatch } from "./layout";
-import type { GraphIo } from "./feeds";
 import { RowsBatch } from "./rows-batch";
 import { int64View, kvTensor, type OrtTensor } from "../session";
 
@@ -29,8 +28,6 @@ function passRanges(rows: number, oneEach: boolean): [number, number][] {
 }
 
 export class GqaBatch extends RowsBatch implements DecodeBatch {
-  private logits = new Map<number, ReturnType<GraphIo["logitsOutput"]>>();
-
   async step(tokens: readonly number[]): Promise<Float32Array[]> {
     const { kv } = this.io.sig;
     // The op needs total_sequence_length (the mask's width, longest + 1) <= capacity.
@@ -48,8 +45,7 @@ export class GqaBatch extends RowsBatch implements DecodeBatch {
       passLengths.forEach((len, i) => mask.fill(1n, i * width, i * width + len + 1));
       const views = this.cache.buffers.map((b) => b.subarray(r0 * per, r1 * per));
       const dims = [g, kv.heads, cap, kv.headDim];
-      let logits = this.logits.get(g);
-      if (!logits) this.logits.set(g, (logits = this.io.logitsOutput(g)));
+      const logits = this.logitsFor(r0, r1);
       const states = this.states?.io(r0, r1);
       const fetches: Record<string, OrtTensor | null> = { logits: logits.tensor, ...states?.fetches };
       const columnDims = [g, kv.heads, 1, kv.headDim];

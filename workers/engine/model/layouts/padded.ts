@@ -15,15 +15,12 @@
 // rebuilding caches (72 GB copied, machine loaded); now 0.8 s of 116 s (4 GB, nearly all of it
 // capacity growth, which the flood alone does as well).
 import type { DecodeBatch, PrefillState } from "./layout";
-import type { GraphIo } from "./feeds";
 import { RowsBatch } from "./rows-batch";
-import { int64View, kvTensor, type KvArray, type OrtTensor } from "../session";
+import { int64View, kvTensor, type OrtTensor } from "../session";
 
 export class PaddedBatch extends RowsBatch implements DecodeBatch {
   /** attention_mask, [rows, cap + 1]: 1 on each row's tokens and on the fed token's column. */
   private mask = new BigInt64Array(0);
-  private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
-  private logitsRows = 0;
 
   reshape(keep: readonly number[], joiners: readonly PrefillState[]) {
     super.reshape(keep, joiners);
@@ -58,7 +55,7 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     const outDims = [B, kv.heads, columns, D];
     const outLength = B * this.io.rowSize * columns;
     const presents = this.fetchBuffers(outLength, this.io.rowSize * columns);
-    const logits = this.logitsFor(B);
+    const logits = this.logitsFor(0, B);
     const states = this.states?.io();
     const feeds = {
       ...states?.feeds,
@@ -79,17 +76,5 @@ export class PaddedBatch extends RowsBatch implements DecodeBatch {
     this.cache.storeNewColumns(presents, 0, B, columns);
     for (let r = 0; r < B; r++) this.mask[r * (cap + 1) + lengths[r]++] = 1n;
     return this.io.lastLogits(logits.tensor, B, logits.rows);
-  }
-
-  /** A [B, 1, V] logits output over one buffer kept for the most rows seen. */
-  private logitsFor(B: number): ReturnType<GraphIo["logitsOutput"]> {
-    if (!this.logits || this.logitsRows < B) {
-      this.logitsRows = Math.max(B, Math.ceil(B * 1.5));
-      this.logits = this.io.logitsOutput(this.logitsRows);
-    }
-    const V = this.io.vocabSize;
-    const { tensor, rows } = this.logits;
-    const type = tensor.type === "float16" ? "float16" : "float32";
-    return { tensor: kvTensor(type, (tensor.data as KvArray).subarray(0, B * V), [B, 1, V]), rows };
   }
 }

@@ -31,6 +31,9 @@ export abstract class RowsBatch {
   protected readonly sliced: boolean;
   /** What passes fetch per cache entry (see fetchBuffers). */
   private fetched: KvArray[] = [];
+  /** The logits passes fetch into (see logitsFor), and how many rows it holds. */
+  private logits: ReturnType<GraphIo["logitsOutput"]> | null = null;
+  private logitsRows = 0;
 
   /** @param limit the bytes the batch's buffers may hold with their headroom (BatchLimit). */
   constructor(
@@ -53,6 +56,27 @@ export abstract class RowsBatch {
 
   get size() {
     return this.cache.size;
+  }
+
+  /**
+   * A [r1 - r0, 1, V] logits output for rows [r0, r1) of a step, over one buffer kept for the most
+   * rows seen: each row has its own place, so a step run in several passes (one row each, when
+   * rows interact) hands back each row's logits. Before, the gqa layout's passes of one row all
+   * fetched into the same one-row buffer, and every row was sampled from the last row's logits.
+   */
+  protected logitsFor(r0: number, r1: number): ReturnType<GraphIo["logitsOutput"]> {
+    const rows = Math.max(r1, this.size);
+    if (!this.logits || this.logitsRows < rows) {
+      this.logitsRows = Math.max(rows, Math.ceil(rows * 1.5));
+      this.logits = this.io.logitsOutput(this.logitsRows);
+    }
+    const V = this.io.vocabSize;
+    const { tensor, rows: widened } = this.logits;
+    const type = tensor.type === "float16" ? "float16" : "float32";
+    return {
+      tensor: kvTensor(type, (tensor.data as KvArray).subarray(r0 * V, r1 * V), [r1 - r0, 1, V]),
+      rows: widened.slice(r0, r1),
+    };
   }
   get bytes() {
     return this.cache.bytes + (this.states?.bytes ?? 0);
