@@ -50,11 +50,17 @@ test("stops a running import, and shows what it stored", async ({ page, request 
     buffer: Buffer.from(lines.join("\n") + "\n"),
   });
   await dialog.getByRole("button", { name: "Import" }).click();
-  await dialog.getByTestId("import-stop").click({ timeout: 30_000 });
+  const importedNow = async () =>
+    Number(
+      (await dialog.getByTestId("import-progress").textContent())
+        ?.match(/([\d,]+) imported/)?.[1]
+        ?.replaceAll(",", "") ?? 0,
+    );
+  // Stopped once some of it is stored.
+  await expect.poll(importedNow, { timeout: 30_000, intervals: [100] }).toBeGreaterThan(0);
+  await dialog.getByTestId("import-stop").click();
   await expect(dialog.getByTestId("import-status")).toHaveText("CANCELLED");
-  const imported = Number(
-    (await dialog.getByTestId("import-progress").textContent())!.match(/([\d,]+) imported/)![1]!.replaceAll(",", ""),
-  );
+  const imported = await importedNow();
   expect(imported).toBeLessThan(200_000);
   // Its samples, and only those (the pipeline's one added sample is left out).
   await dialog.getByRole("link", { name: "Show its samples" }).click();
