@@ -90,7 +90,7 @@ export const ChatCompletionResponse = z.strictObject({
 });
 export type ChatCompletionResult = z.infer<typeof ChatCompletionResponse>;
 
-/** One `event: message` chunk of a streamed chat completion (then `data: [DONE]`). */
+/** One data-only chunk of a streamed chat completion (then `data: [DONE]`). */
 export const ChatCompletionChunk = z.strictObject({
   id: z.string().startsWith("chatcmpl-"),
   object: z.literal("chat.completion.chunk"),

@@ -148,7 +148,7 @@ describe("POST /v1/chat/completions", () => {
     await expect(ai.chat.completions.create({ model: "missing", messages })).rejects.toMatchObject({ status: 404 });
   });
 
-  it("streams event: message chunks with the delta content, usage last, then [DONE]", async () => {
+  it("streams data-only chunks with the delta content, usage last, then [DONE]", async () => {
     const { team, dep } = await makeTeamWithDeployment();
     const res = await fetch(`${baseUrl}/v1/chat/completions`, {
       method: "POST",
@@ -156,7 +156,10 @@ describe("POST /v1/chat/completions", () => {
       body: JSON.stringify({ model: dep.name, prompt: "The dog", max_tokens: 10, seed: 3, n: 2, stream: true }),
     });
     expect(res.status).toBe(200);
-    const events = parseSse(await res.text());
+    const raw = await res.text();
+    // No `event:` line: openai-node 4-5 and openai-python 1.x read a named event as another kind.
+    expect(raw).not.toMatch(/^event:/m);
+    const events = parseSse(raw);
     expect(events.at(-1)).toEqual({ event: "message", data: "[DONE]" });
     const chunks = events.slice(0, -1).map((e) => {
       expect(e.event).toBe("message");
@@ -185,5 +188,21 @@ describe("POST /v1/chat/completions", () => {
         .join("");
       expect(text).toBe(choice.message.content);
     }
+  });
+
+  it("opens a choice that ends before any text with its role (the openai client's stream helper needs it)", async () => {
+    const team = await makeTeam();
+    const dep = await makeDeployment(team);
+    const ai = openai(team.apiKey);
+    const messages = [{ role: "user" as const, content: "Say something" }];
+    const first = await ai.chat.completions.create({ model: dep.name, messages, max_tokens: 1, temperature: 0 });
+    const text = first.choices[0]!.message.content!;
+    expect(text.length).toBeGreaterThan(0);
+    // Stopped at its first character: the choice ends without text.
+    const request = { model: dep.name, messages, max_tokens: 8, temperature: 0, stop: [text[0]!] };
+    const final = await ai.chat.completions.stream(request).finalChatCompletion();
+    // Before: `missing role for choice 0` thrown by the client.
+    expect(final.choices[0]!.message).toMatchObject({ role: "assistant", content: "" });
+    expect(final.choices[0]!.finish_reason).toBe("stop");
   });
 });
