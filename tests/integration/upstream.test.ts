@@ -616,6 +616,28 @@ describe("resilience", () => {
     expect(res.json.error.message).toMatch(/inputs too long/);
   });
 
+  it("answers 502 when the upstream refuses the deployment's key (never the caller's 401) or redirects", async () => {
+    const team = await makeTeam();
+    for (const status of [401, 403]) {
+      const refusing = await fake("openai", {
+        type: "status",
+        status,
+        message: "Incorrect API key provided: sk-proj-****WXYZ",
+      });
+      const dep = await upstreamDeployment(team, { kind: "openai", urls: [refusing.url], model: "m" });
+      const res = await complete(dep, team.modelKey, { prompt: "Hi" });
+      // Before: the upstream's 401 as is, and OpenAI's message with the end of the operator's key.
+      expect(res.status, res.text).toBe(502);
+      expect(res.json.error.message).toMatch(new RegExp(`refused this deployment's credentials \\(${status}\\)`));
+      expect(res.text).not.toContain("sk-proj");
+    }
+    const moved = await fake("openai", { type: "status", status: 301, message: "Moved Permanently" });
+    const dep = await upstreamDeployment(team, { kind: "openai", urls: [moved.url], model: "m" });
+    const res = await complete(dep, team.modelKey, { prompt: "Hi" });
+    expect(res.status, res.text).toBe(502);
+    expect(res.json.error.message).toMatch(/answered 301 \(a redirect\)/);
+  });
+
   it("a busy server (429) sends the request to the next URL; all of them busy: 429 with Retry-After", async () => {
     const team = await makeTeam();
     const busy = await fake("tgi", { type: "status", status: 429, message: "Model is overloaded" });

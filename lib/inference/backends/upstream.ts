@@ -172,11 +172,12 @@ class UpstreamStatusError extends Error {
   }
 }
 
+/** 401, 403 and 407 refuse the deployment's own key (or a proxy's), never the caller's. */
+const refusedCredentials = (status: number) => status === 401 || status === 403 || status === 407;
+
 const relayedType = (status: number): ErrorType =>
   (
     ({
-      401: "unauthorized",
-      403: "forbidden",
       404: "not_found",
       409: "conflict",
       413: "payload_too_large",
@@ -220,6 +221,26 @@ export async function openUpstream(
       // caller's, so it is that server lacking the model (an Ollama that has not pulled it, a vLLM
       // serving another). Any other 4xx is the request's own.
       const answered = e instanceof UpstreamStatusError ? e : undefined;
+      if (answered && refusedCredentials(answered.status)) {
+        // The deployment's key, not the caller's: relayed as a 401, OpenAI clients told their user
+        // that *their* key was wrong, and OpenAI's message showed part of the operator's key.
+        logger().warn(
+          { upstream: shownUrl(url), status: answered.status, message: answered.message },
+          "the upstream refused the deployment's credentials",
+        );
+        throw new ApiError(
+          502,
+          "internal",
+          `The ${backend} upstream refused this deployment's credentials (${answered.status}): its upstream key is ` +
+            "missing, wrong or rotated; the deployment's owner or the operator can set it again.",
+        );
+      }
+      if (answered && answered.status < 400)
+        throw new ApiError(
+          502,
+          "internal",
+          `The ${backend} upstream answered ${answered.status} (a redirect), not a completion: check the deployment's upstream URL (https?).`,
+        );
       if (answered && answered.status < 500 && answered.status !== 429 && answered.status !== 404)
         throw relayed(answered, backend);
       if (answered?.status === 429) busy = answered;
