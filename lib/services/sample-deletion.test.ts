@@ -7,7 +7,7 @@ import { claimDataset } from "./dataset-jobs";
 import { createDataset } from "./datasets";
 import { applyRetention } from "./maintenance";
 import { createPipeline } from "./pipelines";
-import { deleteSample } from "./sample-deletion";
+import { deleteSample, DELETION_RESTARTS } from "./sample-deletion";
 import { addSample, mergeSampleMetadata } from "./samples";
 import { createTeam } from "./teams";
 
@@ -18,12 +18,12 @@ beforeAll(async () => {
 afterAll(() => world?.close());
 
 /** A pipeline whose first sample is 3 days old and the rest fresh, with a dataset a worker is packaging. */
-async function packaging(retentionDays: number | null) {
+async function packaging(retentionDays: number | null, count = 3) {
   const { db } = world.app;
   await db.execute(sql`update datasets set deleted_at = now() where deleted_at is null`); // the claim takes ours
   const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
   const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
-  const ids = [newId("sample"), newId("sample"), newId("sample")];
+  const ids = Array.from({ length: count }, () => newId("sample"));
   const day = 24 * 3600 * 1000;
   await db.insert(samples).values(
     ids.map((id, i) => ({
@@ -50,6 +50,27 @@ describe("a dataset being packaged when samples it may hold are deleted", () => 
     const { team, ids, row } = await packaging(null);
     await deleteSample(world.app.db, { teamId: team.id, id: ids[0]! });
     expect(await row()).toMatchObject({ status: "PROCESSING", leaseOwner: null, progress: 0, attempts: 0 });
+  });
+
+  it(`by the team, again and again: starts over ${DELETION_RESTARTS} times, then goes on, marked`, async () => {
+    const { db } = world.app;
+    const { team, ids, row } = await packaging(null, DELETION_RESTARTS + 2);
+    for (let i = 0; i < DELETION_RESTARTS; i++) {
+      await deleteSample(db, { teamId: team.id, id: ids[i]! });
+      expect(await row()).toMatchObject({ leaseOwner: null, progress: 0, restarts: i + 1 });
+      // A worker takes it again and gets on with it.
+      expect((await claimDataset(db, { owner: "worker-1", leaseSeconds: 60 }))?.id).toBe((await row()).id);
+      await db.execute(sql`update datasets set progress = 2 where id = ${(await row()).id}`);
+    }
+    // Before: a fourth, fifth… restart for every deletion, never READY and never FAILED.
+    await deleteSample(db, { teamId: team.id, id: ids[DELETION_RESTARTS]! });
+    expect(await row()).toMatchObject({
+      status: "PROCESSING",
+      leaseOwner: "worker-1",
+      progress: 2,
+      restarts: DELETION_RESTARTS,
+      containsDeletedSamples: true,
+    });
   });
 
   it("by retention: goes on, marked as holding deleted samples (samples age out every run)", async () => {

@@ -58,8 +58,17 @@ export async function removeSamples(
 }
 
 /**
+ * Times a PROCESSING dataset is sent back to the queue by deletions of samples it may hold; after
+ * that it goes on and is marked, as retention does. Before, deletions that came more often than
+ * one packaging run took (a moderation job, a client deleting by id) sent it back every time, and
+ * as a restart is not an attempt, it stayed PROCESSING for good.
+ */
+export const DELETION_RESTARTS = 3;
+
+/**
  * The datasets part of removeSamples: mark or requeue the datasets that may hold `ids`. Without
- * `requeue` (retention), a PROCESSING one is marked as a READY one is, and goes on.
+ * `requeue` (retention), a PROCESSING one is marked as a READY one is, and goes on; with it, a
+ * PROCESSING one starts over, at most DELETION_RESTARTS times.
  */
 async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], requeue: boolean): Promise<void> {
   const datasets = await tx.execute<DatasetRow>(sql`
@@ -80,13 +89,16 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], reque
     if (row?.hit) hit.push(d.id);
   }
   if (hit.length === 0) return;
+  // Every expression reads the row as it was: `restart` is decided once for all of them.
+  const restart = sql`(status = 'PROCESSING' and restarts < ${DELETION_RESTARTS})`;
   const told = requeue
     ? sql`
-        contains_deleted_samples = contains_deleted_samples or status = 'READY',
-        attempts = case when status = 'PROCESSING' and lease_owner is not null then greatest(attempts - 1, 0) else attempts end,
-        lease_owner = case when status = 'PROCESSING' then null else lease_owner end,
-        lease_expires_at = case when status = 'PROCESSING' then null else lease_expires_at end,
-        progress = case when status = 'PROCESSING' then 0 else progress end`
+        contains_deleted_samples = contains_deleted_samples or not ${restart},
+        restarts = case when ${restart} then restarts + 1 else restarts end,
+        attempts = case when ${restart} and lease_owner is not null then greatest(attempts - 1, 0) else attempts end,
+        lease_owner = case when ${restart} then null else lease_owner end,
+        lease_expires_at = case when ${restart} then null else lease_expires_at end,
+        progress = case when ${restart} then 0 else progress end`
     : sql`contains_deleted_samples = true`;
   await tx.execute(sql`
     update datasets set ${told}, updated_at = now() where id = any(${textArray(hit)}) and deleted_at is null`);

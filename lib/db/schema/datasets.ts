@@ -61,6 +61,11 @@ export const datasets = pgTable(
     leaseOwner: text("lease_owner"),
     leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true, mode: "date" }),
     attempts: integer("attempts").notNull().default(0),
+    /**
+     * Times its packaging started over because a sample it may hold was deleted (at most
+     * DELETION_RESTARTS; after that it goes on and is marked containsDeletedSamples).
+     */
+    restarts: integer("restarts").notNull().default(0),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     deletedAt: timestamp("deleted_at", { withTimezone: true, mode: "date" }),

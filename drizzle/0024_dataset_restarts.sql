@@ -1,0 +1,1 @@
+ALTER TABLE "datasets" ADD COLUMN "restarts" integer DEFAULT 0 NOT NULL;
