@@ -211,6 +211,36 @@ describe("cancellation", () => {
   });
 });
 
+describe("a request whose prompt's pass fails", () => {
+  it("fails alone: the streams already running go on", async () => {
+    const engine = new Engine({ models: [dir] });
+    const m = await engine.load();
+    const noEos = Object.fromEntries(m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const prefill = m.runner.prefill.bind(m.runner);
+    let poisoned = false;
+    m.runner.prefill = async (...args) => {
+      if (poisoned) {
+        poisoned = false;
+        throw new Error("Gather: indices element out of data bounds");
+      }
+      return prefill(...args);
+    };
+    const running = engine.generate({ prompt: "The city was quiet", max_tokens: 150, seed: 1, logit_bias: noEos });
+    const scheduler = await engine.scheduler();
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBeGreaterThan(0);
+    poisoned = true;
+    await expect(engine.generate({ prompt: "Hello", max_tokens: 5, tenant: "other" })).rejects.toMatchObject({
+      code: "internal",
+      message: expect.stringContaining("out of data bounds"),
+    });
+    // Before: "forward pass failed" for every stream on the worker.
+    expect((await running).usage.completion_tokens).toBe(150);
+    expect((await engine.generate({ prompt: "Hello", max_tokens: 5, logit_bias: noEos })).usage.completion_tokens).toBe(
+      5,
+    );
+  });
+});
+
 describe("bounded queue", () => {
   it("past the queue limit, a request fails with overloaded", async () => {
     const engine = new Engine({ models: [dir], maxBatch: 1, maxQueue: 2 });

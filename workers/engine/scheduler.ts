@@ -353,28 +353,34 @@ export class Scheduler {
   private kick() {
     if (this.looping) return;
     this.looping = true;
-    void this.loop();
+    this.loop().catch((e: unknown) => {
+      logger().error({ err: e }, "the scheduler's loop failed");
+      this.failAll(e);
+    });
   }
 
   private async loop() {
     try {
       for (;;) {
-        this.admit();
-        this.reshape();
-        const canPrefill = this.prefilling !== null;
-        const canDecode = this.rows.length > 0;
-        if (!canPrefill && !canDecode) break;
-        // A tenant with nothing running goes first: its first token waits for no decode step. Once:
-        // the pass after one that went first is a decode step (before, a team whose requests all end
-        // with their prefill, max_tokens 1, never had a row and stopped every other team's streams).
-        const newcomer =
-          canPrefill && !this.newcomerWent && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
-        const goesFirst = canPrefill && canDecode && !this.preferPrefill && newcomer;
         let ranPrefill = false;
+        let goesFirst = false;
+        // Everything of a step is in here: before, a throw from admit() or reshape() (a buffer that
+        // could not be allocated) rejected the loop, and Node ended the worker with every stream.
         try {
+          this.admit();
+          this.reshape();
+          const canPrefill = this.prefilling !== null;
+          const canDecode = this.rows.length > 0;
+          if (!canPrefill && !canDecode) break;
+          // A tenant with nothing running goes first: its first token waits for no decode step. Once:
+          // the pass after one that went first is a decode step (before, a team whose requests all end
+          // with their prefill, max_tokens 1, never had a row and stopped every other team's streams).
+          const newcomer =
+            canPrefill && !this.newcomerWent && !this.rows.some((r) => r.job.tenant === this.prefilling!.tenant);
+          goesFirst = canPrefill && canDecode && !this.preferPrefill && newcomer;
           // A prompt the cache answers runs no pass: the next one may go at once.
           if (canPrefill && (!canDecode || this.preferPrefill || goesFirst))
-            ranPrefill = await this.prefillStep(this.prefilling!);
+            ranPrefill = await this.prefillAlone(this.prefilling!);
           else ranPrefill = await this.decodeStep();
           if (tracing) this.traceStep();
         } catch (e) {
@@ -542,6 +548,24 @@ export class Scheduler {
   private lastStep: "prefill" | "decode" = "decode";
 
   /** The next chunk of a job's prompt, or its cached prefill; whether a pass ran. */
+  /**
+   * A prompt's pass that fails (onnxruntime refusing that prompt, memory for its one long pass)
+   * ends that request only: the batch's rows and their caches are not touched by it. Before, it
+   * failed every stream on the worker, of every team.
+   */
+  private async prefillAlone(job: GenerationJob): Promise<boolean> {
+    try {
+      return await this.prefillStep(job);
+    } catch (e) {
+      const error =
+        e instanceof EngineError
+          ? e
+          : new EngineError("internal", `the prompt's pass failed: ${(e as Error)?.message ?? e}`);
+      this.failJob(job, error);
+      return true;
+    }
+  }
+
   private async prefillStep(job: GenerationJob): Promise<boolean> {
     this.lastStep = "prefill";
     this.stepStart = performance.now();
