@@ -1,3 +1,4 @@
+import { env } from "../env";
 import type { z } from "zod";
 import { cookies } from "next/headers";
 import { getSessionUser, resolveTeamContext, TEAM_COOKIE, type TeamContext } from "../auth/session";
@@ -106,6 +107,9 @@ export function sessionRoute<B extends z.ZodType | undefined = undefined, A exte
  * Refuses requests a browser made for another site: `Sec-Fetch-Site` (sent by every current
  * browser, on GET too) must be same-origin, or none (typed or bookmarked); a foreign `Origin` is
  * refused as well, for browsers that send no fetch metadata. Non-browser clients send neither.
+ * The origin may be the request's host, or `PUBLIC_URL`'s: a reverse proxy that passes its own
+ * upstream address as Host (nginx's plain `proxy_pass` sends `127.0.0.1:3000`) had every
+ * dashboard change refused as cross-origin.
  */
 function assertSameOrigin(req: Request): void {
   const site = req.headers.get("sec-fetch-site");
@@ -119,5 +123,6 @@ function assertSameOrigin(req: Request): void {
   } catch {
     throw forbidden("Cross-origin request refused.");
   }
-  if (originHost !== host) throw forbidden("Cross-origin request refused.");
+  if (originHost !== host && origin !== new URL(env().PUBLIC_URL).origin)
+    throw forbidden("Cross-origin request refused.");
 }

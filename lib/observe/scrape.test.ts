@@ -5,6 +5,7 @@ import { routePattern } from "./request";
 
 afterEach(() => {
   delete process.env.METRICS_TOKEN;
+  delete process.env.PUBLIC_URL;
   resetEnvCache();
 });
 
@@ -35,6 +36,21 @@ describe("metrics access", () => {
     expect(metricsAccess({ "x-forwarded-for": "203.0.113.9" }, "127.0.0.1")).toBe(403);
     expect(metricsAccess({ forwarded: "for=203.0.113.9" }, "::1")).toBe(403);
     expect(metricsAccess({ "x-real-ip": "203.0.113.9" }, "127.0.0.1")).toBe(403);
+  });
+
+  it("needs the token once PUBLIC_URL is public: a proxy on this machine may forward without a header", () => {
+    for (const url of ["http://localhost:3000", "http://127.0.0.1:3000", "http://[::1]:3000"]) {
+      process.env.PUBLIC_URL = url;
+      resetEnvCache();
+      expect(metricsAccess({}, "127.0.0.1"), url).toBe(200);
+    }
+    process.env.PUBLIC_URL = "https://lm.example.com";
+    resetEnvCache();
+    // Before: 200, to whatever nginx's plain proxy_pass forwarded.
+    expect(metricsAccess({}, "127.0.0.1")).toBe(403);
+    process.env.METRICS_TOKEN = "scrape-token-0123456789";
+    resetEnvCache();
+    expect(metricsAccess({ authorization: "Bearer scrape-token-0123456789" }, "127.0.0.1")).toBe(200);
   });
 
   it("requires the token from everywhere once it is set, loopback included", () => {

@@ -10,6 +10,8 @@ import { appMetrics } from "./metrics";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
+/** PUBLIC_URL hosts of a service reached on this machine only. */
+const LOCAL_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 /** Headers a proxy adds to what it forwards: a request carrying one came from further away. */
 const FORWARDING = ["x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-host"];
@@ -22,9 +24,9 @@ const PROXIED_HEADER = "x-lmp-proxied";
 
 /**
  * Who may read /metrics: with METRICS_TOKEN set, a request bearing it (from anywhere); without,
- * only a request from this machine: the connection's own address is loopback and no proxy says
- * it forwarded the request (a proxy on the same host connects from loopback for every client of
- * the Internet it serves).
+ * only a request from this machine, to a service whose PUBLIC_URL is local: the connection's own
+ * address is loopback and no proxy says it forwarded the request (a proxy on the same host
+ * connects from loopback for every client of the Internet it serves).
  */
 export function metricsAccess(
   headers: Record<string, string | string[] | undefined>,
@@ -35,6 +37,10 @@ export function metricsAccess(
   // The app's server says "not proxied" with a secret of this process (a client may send the
   // header too); without it (`next start`), Next.js's own x-forwarded-* headers are among
   // FORWARDING, so every request is refused: set METRICS_TOKEN there.
+  // A public PUBLIC_URL: a proxy on this machine may forward requests without saying so (nginx's
+  // plain proxy_pass adds no X-Forwarded-For), and each would look local. Before, such a setup
+  // served /metrics (and the workers' models in /api/health) to the Internet.
+  if (!LOCAL_HOSTS.has(new URL(env().PUBLIC_URL).hostname)) return 403;
   const nonce = process.env.LMP_PROXIED_NONCE;
   const local = nonce ? headers[PROXIED_HEADER] === `0:${nonce}` : !FORWARDING.some((h) => headers[h] !== undefined);
   if (!local) return 403;

@@ -14,7 +14,7 @@ export default async function metrics(req: NextApiRequest, res: NextApiResponse)
         message:
           access === 401
             ? "Send 'Authorization: Bearer <METRICS_TOKEN>'."
-            : "Metrics are served on loopback only (not through a proxy) unless METRICS_TOKEN is set.",
+            : "Metrics are served on loopback only (not through a proxy, and only while PUBLIC_URL is a local address) unless METRICS_TOKEN is set.",
       },
     });
     return;

@@ -76,6 +76,22 @@ describe("browser protections", () => {
     const sameOrigin = await client().post(path, body, { cookie, "sec-fetch-site": "same-origin" });
     expect(sameOrigin.status).toBe(200);
   });
+
+  it("takes PUBLIC_URL's origin behind a reverse proxy that sends its upstream address as the host", async () => {
+    const team = await makeTeam();
+    const owner = email();
+    await createUser(db().db, { email: owner, password: PASSWORD, teamId: team.id, role: "owner" });
+    const cookie = await signIn(owner);
+    // nginx's plain proxy_pass: Host is the app's own address, the browser's Origin the public one.
+    const proxied = { cookie, "x-forwarded-host": "127.0.0.1:3000" };
+    const body = { name: "behind-proxy" };
+    const mine = await client().post("/api/ui/pipelines", body, { ...proxied, origin: new URL(baseUrl).origin });
+    // Before: 403 "Cross-origin request refused." for every change made from the dashboard.
+    expect(mine.status, mine.text).toBe(200);
+    const foreign = await client().post("/api/ui/pipelines", body, { ...proxied, origin: "https://evil.example" });
+    expect(foreign.status).toBe(403);
+    expect(foreign.json.error.message).toBe("Cross-origin request refused.");
+  });
 });
 
 describe("sign-in endpoints", () => {
