@@ -10,6 +10,7 @@ import type { DbOrTx } from "../db/client";
 import type { DatasetFile, DatasetOptions, DatasetStats } from "../contracts/dataset-options";
 import type { DatasetSelection } from "./datasets";
 import { selectionRows, whereOf, type SelectionBound } from "./selection-query";
+import { retryDelay } from "./job-retry";
 import { jobTeamsCondition, type JobTeams } from "./job-teams";
 
 /** A dataset's `split` option: the share, the seed and what goes to one side together. */
@@ -71,7 +72,8 @@ export async function claimDataset(
       where status = 'PROCESSING' and deleted_at is null and (lease_expires_at is null or lease_expires_at < now())
         and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from datasets r
-                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
+                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_owner is not null
+                 and r.lease_expires_at >= now()),
                (select t.turn_at from dataset_turns t where t.team_id = q.team_id) nulls first,
                created_at, id
       limit 1
@@ -156,8 +158,12 @@ export async function releaseDataset(
   db: DbOrTx,
   input: { id: string; owner: string; countAttempt: boolean },
 ): Promise<void> {
+  // A failed attempt waits before the next claim (retryDelay): before, it was claimed again at
+  // once, and a blip (the hub answering 429 for the tokenizer, the object store away for a few
+  // seconds) spent every attempt in seconds and failed the dataset for good.
   await db.execute(sql`
-    update datasets set lease_owner = null, lease_expires_at = null, progress = 0, updated_at = now(),
+    update datasets set lease_owner = null, progress = 0, updated_at = now(),
+                        lease_expires_at = ${input.countAttempt ? sql`now() + ${retryDelay(sql`attempts`)}` : sql`null`},
                         attempts = attempts - ${input.countAttempt ? 0 : 1}
     where ${leaseHeld(input.id, input.owner)}`);
 }

@@ -4,6 +4,7 @@ import type { DbOrTx } from "../db/client";
 import { rawSql } from "../db/raw";
 import { sampleInsertCtes, type NewSample } from "./sample-rows";
 import { jobTeamsCondition, type JobTeams } from "./job-teams";
+import { retryDelay } from "./job-retry";
 import type { BlobStore } from "../blob";
 import { logger } from "../observe/log";
 import { importBlobPrefix } from "./imports";
@@ -71,7 +72,8 @@ export async function claimImport(db: DbOrTx, input: { owner: string; leaseSecon
       where status = 'PROCESSING' and (lease_expires_at is null or lease_expires_at < now())
         and ${jobTeamsCondition(input.teams)}
       order by (select count(*) from imports r
-                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_expires_at >= now()),
+                where r.team_id = q.team_id and r.status = 'PROCESSING' and r.lease_owner is not null
+                  and r.lease_expires_at >= now()),
                (select max(r.updated_at) from imports r where r.team_id = q.team_id and r.status <> 'PROCESSING')
                  nulls first,
                created_at, id
@@ -173,8 +175,10 @@ export async function failImport(db: DbOrTx, input: { id: string; owner: string;
 
 /** Gives the import back for another claim; `countAttempt: false` (a worker stopping) does not count it. */
 export async function releaseImport(db: DbOrTx, input: { id: string; owner: string; countAttempt: boolean }) {
+  // A failed attempt waits before the next claim (retryDelay), as a dataset's does.
   await db.execute(sql`
-    update imports set lease_owner = null, lease_expires_at = null, updated_at = now(),
+    update imports set lease_owner = null, updated_at = now(),
+      lease_expires_at = ${input.countAttempt ? sql`now() + ${retryDelay(sql`attempts`)}` : sql`null`},
       attempts = attempts - ${input.countAttempt ? 0 : 1}
     where ${leaseHeld(input.id, input.owner)}`);
 }

@@ -6,7 +6,7 @@ import { LocalBlobStore } from "../blob";
 import { eq } from "drizzle-orm";
 import { imports, pipelines } from "../db/schema";
 import { startFeedWorld } from "../db/throwaway";
-import { sweepImportFiles } from "./import-jobs";
+import { claimImport, releaseImport, sweepImportFiles } from "./import-jobs";
 import { createImport } from "./imports";
 import { deletePipeline, purgeDeletedPipelines } from "./maintenance";
 import { createPipeline } from "./pipelines";
@@ -82,5 +82,39 @@ describe("an import's file the blob store could not remove", () => {
     expect(() => uploaded()).toThrow(); // its folder is gone
     await purgeDeletedPipelines(db);
     expect((await db.select().from(pipelines).where(eq(pipelines.id, pipeline.id))).length).toBe(0);
+  });
+});
+
+describe("an import whose attempt failed", () => {
+  it("waits before the next claim; one given back by a stopping worker does not", async () => {
+    const { db } = world.app;
+    await db.update(imports).set({ status: "READY" }).where(eq(imports.status, "PROCESSING")); // ours is claimed
+    const blobs = new LocalBlobStore(path.join(root, "retry"));
+    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+    const created = await createImport(db, blobs, {
+      teamId: team.id,
+      pipelineId: pipeline.id,
+      body: (async function* () {
+        yield Buffer.from('{"messages":[{"role":"user","content":"a"}]}\n');
+      })(),
+      maxBytes: 1e6,
+      maxRunning: 10,
+    });
+    const claim = () => claimImport(db, { owner: "w", leaseSeconds: 30 });
+    expect((await claim())?.id).toBe(created.id);
+    await releaseImport(db, { id: created.id, owner: "w", countAttempt: false });
+    expect((await claim())?.id).toBe(created.id); // a worker stopping: at once
+    await releaseImport(db, { id: created.id, owner: "w", countAttempt: true });
+    // Before: claimed again at once, every attempt spent in seconds.
+    expect(await claim()).toBeUndefined();
+    const [row] = await db.select().from(imports).where(eq(imports.id, created.id));
+    expect(row!.leaseOwner).toBeNull();
+    expect(row!.leaseExpiresAt!.getTime() - Date.now()).toBeGreaterThan(5_000);
+    await db
+      .update(imports)
+      .set({ leaseExpiresAt: new Date(Date.now() - 1000) })
+      .where(eq(imports.id, created.id));
+    expect((await claim())?.id).toBe(created.id);
   });
 });

@@ -350,10 +350,17 @@ describe("dataset packaging by worker processes", () => {
     const s3 = await startS3Server();
     await s3.stop();
     await worker({ ...s3.env, DATASET_MAX_ATTEMPTS: "2" });
+    // The first attempt failed: the next waits (before, it was claimed again at once, and a blip
+    // spent every attempt in seconds).
+    const waiting = await waitFor(async () => {
+      const r = await row(d.id);
+      return r.attempts === 1 && r.leaseOwner === null && r.leaseExpiresAt ? r : undefined;
+    });
+    expect(waiting.leaseExpiresAt!.getTime() - Date.now()).toBeGreaterThan(5_000);
     const failed = await waitFor(async () => {
       const r = await row(d.id);
       return r.status === "FAILED" ? r : undefined;
-    });
+    }, 60_000);
     expect(failed).toMatchObject({
       attempts: 2,
       error: "Could not write the dataset file to the blob store.",
