@@ -38,6 +38,12 @@ describe("sampling parameters through the engine", () => {
     expect(outsideTop1).toBeGreaterThan(0); // it samples, it is not greedy
   });
 
+  it("a temperature too small to divide by (1e-39) is greedy", async () => {
+    const greedy = await gen({ temperature: 0, logprobs: 1 });
+    // Before: the logits divided by it overflowed to +Inf, and tokens were drawn from NaN.
+    for (const seed of [1, 2]) expect(ids(await gen({ temperature: 1e-39, seed, logprobs: 1 }))).toEqual(ids(greedy));
+  });
+
   it("top_k = 1 is greedy", async () => {
     const greedy = await gen({ temperature: 0, logprobs: 1 });
     for (const seed of [1, 2, 3]) expect(ids(await gen({ top_k: 1, seed, logprobs: 1 }))).toEqual(ids(greedy));

@@ -61,6 +61,9 @@ function refuseTooLong(m: LoadedModel, text: string, maxTokens: number, addSpeci
   if (counted > room) throw tooLong(`at least ${counted} tokens`);
 }
 
+/** Temperatures below this are taken as 0 (greedy). */
+export const GREEDY_BELOW = 1e-5;
+
 export function planRequest(m: LoadedModel, input: GenerationRequestInput | unknown): RequestPlan {
   const request = parseRequest(input);
   const vocab = m.info.vocabSize;
@@ -139,7 +142,9 @@ export function planRequest(m: LoadedModel, input: GenerationRequestInput | unkn
     promptText,
     seed: request.seed,
     sampling: {
-      temperature: request.temperature,
+      // Below GREEDY_BELOW a temperature is greedy: its limit, and dividing the logits by it
+      // overflowed to +Inf (a token id drawn from NaN probabilities).
+      temperature: request.temperature < GREEDY_BELOW ? 0 : request.temperature,
       topP: request.top_p,
       topK: request.top_k,
       tfs: request.tfs,

@@ -147,6 +147,22 @@ describe("logits processing (exact)", () => {
   });
 });
 
+describe("+Inf logits (a float16 graph that overflowed)", () => {
+  it("put the whole mass on the +Inf tokens, evenly, with or without truncation", () => {
+    const l = Float32Array.from([2, Infinity, 1, Infinity, 0, -1, 3, 0.5]);
+    for (const params of [{}, { topP: 0.9 }, { topK: 3 }, { tfs: 0.5 }, { temperature: 0.5 }]) {
+      const f = frequencies(params, 4000, l);
+      // Before: NaN probabilities, and the draw's leftover token (id 0, or the least likely).
+      expect(f[1]! + f[3]!, JSON.stringify(params)).toBe(1);
+      expect(Math.abs(f[1]! - 0.5), JSON.stringify(params)).toBeLessThan(0.05);
+    }
+    const prng = createPrng(1);
+    const r = sampleToken(l, { ...base, logprobs: 2 }, { prng, seen: [], banned: [], fallbackToken: 0 });
+    expect([1, 3]).toContain(r.id);
+    expect(r.logprob).toBeCloseTo(Math.log(0.5), 6);
+  });
+});
+
 describe("logprobs with truncation", () => {
   it("stay those of the whole vocabulary whatever top_p or top_k keep", () => {
     const p = softmax(Array.from(logits, (v) => v / 0.9));

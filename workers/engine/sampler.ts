@@ -108,6 +108,12 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
     }
   }
   if (argmax < 0) return { id: ctx.fallbackToken, logprob: 0, top: null };
+  // +Inf logits (a float16 graph that overflowed): the whole mass is theirs, shared evenly.
+  // Before, exp(Inf − Inf) was NaN, and the draw returned an arbitrary token.
+  if (max === Infinity) {
+    for (let i = 0; i < l.length; i++) l[i] = l[i] === Infinity ? 0 : -Infinity;
+    max = 0;
+  }
   // The draw's sum of exp(l − max) over the vocabulary, when it took one: the logprobs' too.
   const z = { total: NaN };
   const id = p.temperature === 0 ? argmax : draw(l, max, p, ctx.prng, z);
