@@ -15,13 +15,45 @@ import { ChatMessageSchema } from "./pipelines";
 const optional = <T extends z.ZodType>(schema: T) => schema.nullish().transform((v) => v ?? undefined);
 const unit = z.number().min(0).max(1);
 
+/** A text part of a message's content, as clients send it (`[{"type": "text", "text": "…"}]`). */
+const TextPart = z.strictObject({
+  type: z.literal("text", { error: "only text parts are supported" }),
+  text: storable(z.string()),
+});
+
+/**
+ * A message as OpenAI clients send it: `content` a string or text parts (joined with a newline,
+ * as vLLM joins them), and the `developer` role (OpenAI's name for system instructions on newer
+ * models) taken as `system`. What reaches the model, and what capture stores, is the plain
+ * message of ChatMessageSchema.
+ */
+const ChatInputMessage = z
+  .strictObject({
+    role: z.enum(["system", "developer", "user", "assistant"]),
+    content: z.union([storable(z.string()), z.array(TextPart).min(1, "must contain at least one part")]),
+  })
+  .transform((m) => ({
+    role: m.role === "developer" ? ("system" as const) : m.role,
+    content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("\n"),
+  }))
+  .pipe(ChatMessageSchema);
+
+const MaxTokens = z.number().int().min(1).max(MAX_CONTEXT_TOKENS);
+
 export const ChatCompletionBody = z
   .strictObject({
     /** `team-slug/deployment-name`, or a deployment name of the caller's team. */
     model: storable(z.string().min(1, "must not be empty")),
-    messages: optional(z.array(ChatMessageSchema).min(1, "must contain at least one message")),
+    messages: optional(z.array(ChatInputMessage).min(1, "must contain at least one message")),
     prompt: optional(z.string().min(1, "must not be empty")),
-    max_tokens: optional(z.number().int().min(1).max(MAX_CONTEXT_TOKENS)),
+    max_tokens: optional(MaxTokens),
+    /** OpenAI's newer name of max_tokens (the same limit). */
+    max_completion_tokens: optional(MaxTokens),
+    /** OpenAI's end-user label: accepted, not used (capture labels a sample with `pipeline.userId`). */
+    user: optional(storable(z.string().max(256))),
+    /** Only the values that change nothing are accepted (what clients send by default). */
+    presence_penalty: optional(z.literal(0, { error: "only 0 is supported" })),
+    frequency_penalty: optional(z.literal(0, { error: "only 0 is supported" })),
     temperature: optional(unit),
     /** The spelling of the spec's parameter table. */
     temeperature: optional(unit),
@@ -55,7 +87,17 @@ export const ChatCompletionBody = z
       ctx.addIssue({ code: "custom", path: ["top_logprobs"], message: "needs logprobs: true" });
     if (b.stream_options && !b.stream)
       ctx.addIssue({ code: "custom", path: ["stream_options"], message: "only allowed with stream: true" });
-  });
+    if (b.max_tokens !== undefined && b.max_completion_tokens !== undefined && b.max_tokens !== b.max_completion_tokens)
+      ctx.addIssue({
+        code: "custom",
+        path: ["max_completion_tokens"],
+        message: "give either max_tokens or max_completion_tokens (or the same value)",
+      });
+  })
+  .transform(({ max_completion_tokens, user: _user, presence_penalty: _p, frequency_penalty: _f, ...b }) => ({
+    ...b,
+    max_tokens: b.max_tokens ?? max_completion_tokens,
+  }));
 export type ChatCompletionInput = z.infer<typeof ChatCompletionBody>;
 
 export const ChatFinishReason = z.enum(["stop", "length"]);

@@ -105,6 +105,12 @@ describe("POST /v1/chat/completions", () => {
       [{ stop: [""] }, "stop[0]"],
       [{ stream: "no" }, "stream"],
       [{ frequency_penalty: 1 }, "frequency_penalty"],
+      [{ max_tokens: 4, max_completion_tokens: 5 }, "max_completion_tokens"],
+      [
+        { prompt: undefined, messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] }] },
+        "messages[0].content",
+      ],
+      [{ prompt: undefined, messages: [{ role: "user", content: "x", name: "bob" }] }, "messages[0].name"],
     ];
     for (const [patch, param] of cases) {
       const res = await api.post("/v1/chat/completions", { ...ok, ...patch });
@@ -115,6 +121,43 @@ describe("POST /v1/chat/completions", () => {
     const ctx = await api.post("/v1/chat/completions", { ...ok, max_tokens: 2048 });
     expect(ctx.status).toBe(400);
     expect(ctx.json.error.type).toBe("context_length_exceeded");
+  });
+
+  it("takes what OpenAI clients send: text parts, the developer role, max_completion_tokens, user, neutral penalties", async () => {
+    const { team, dep } = await makeTeamWithDeployment();
+    const api = client(team.apiKey);
+    const plain = await api.post("/v1/chat/completions", {
+      model: dep.name,
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hello\nthere" },
+      ],
+      max_tokens: 6,
+      temperature: 0,
+    });
+    expect(plain.status, plain.text).toBe(200);
+    // Before: 400 for each of these fields (LangChain sends the penalties, newer clients the rest).
+    const asClientsSend = await api.post("/v1/chat/completions", {
+      model: dep.name,
+      messages: [
+        { role: "developer", content: [{ type: "text", text: "Be brief." }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello" },
+            { type: "text", text: "there" },
+          ],
+        },
+      ],
+      max_completion_tokens: 6,
+      user: "end-user-42",
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      temperature: 0,
+    });
+    expect(asClientsSend.status, asClientsSend.text).toBe(200);
+    expect(asClientsSend.json.choices[0].message.content).toBe(plain.json.choices[0].message.content);
+    expect(asClientsSend.json.usage).toEqual(plain.json.usage);
   });
 
   it("works unchanged with the official OpenAI client, streamed or not", async () => {
