@@ -180,7 +180,13 @@ export function toApiError(e: InferenceError): ApiError {
       // it is the team's queue that is full, not every team's. Retry-After as every 429 has.
       return new ApiError(429, "rate_limited", e.message, undefined, { "retry-after": "1" });
     default:
-      return new ApiError(500, "internal", `Generation failed: ${e.message}`);
+      // A stream that broke off (502) or went silent (504), the worker's or an upstream's, keeps its
+      // status: before, a non-streamed completion said 500 for them, and the docs 502 and 504.
+      return new ApiError(
+        e.status === 502 || e.status === 504 ? e.status : 500,
+        "internal",
+        `Generation failed: ${e.message}`,
+      );
   }
 }
 

@@ -2,6 +2,7 @@
 // completion path: the same resolution of `model`, the same generation (and so the same quota,
 // metrics and usage), OpenAI's shapes on top. Whatever serves the deployment (the worker's engine
 // today) only has to produce the generation events of lib/contracts/generation.
+import { abortedError } from "../errors";
 import type { ChatLogprobs, CompletionsInput, CompletionsResult, TextLogprobs } from "../contracts/openai";
 import type { GeneratedTokenLogprobs, GenerationStreamEvent, GenerationUsage } from "../contracts/generation";
 import type { DbOrTx } from "../db/client";
@@ -177,6 +178,8 @@ export async function collectOnDeployment(
       else usage = p.usage;
     }
   } catch (err) {
+    // The client went away: a 499 like the other paths (before, an "unhandled error" logged).
+    if (call.signal?.aborted) throw abortedError(call.signal);
     throw err instanceof InferenceError ? toApiError(err) : err;
   }
   if (!usage) throw new Error("the generation ended without its usage");

@@ -728,6 +728,9 @@ describe("resilience", () => {
     const dep4 = await upstreamDeployment(team, { kind: "openai", urls: [cut.url], model: "m" });
     const res4 = await complete(dep4, team.modelKey, { prompt: "Hi" });
     expect(res4.status).toBe(502);
+    // The same through the OpenAI surface, answered whole (before: 500 "Generation failed").
+    const whole = await client(team.apiKey).post("/v1/completions", { model: dep4.name, prompt: "Hi", max_tokens: 4 });
+    expect(whole.status, whole.text).toBe(502);
   });
 });
 
