@@ -126,21 +126,33 @@ async function main(): Promise<void> {
   const worker = supervisor.start("worker", workerProcessArgs(), workerEnv);
 
   await waitForHttp(`http://127.0.0.1:${e.PORT}/api/health`);
-  await waitForWorker(databaseUrl, worker.pid!, launchedAt);
+  await waitForWorker(databaseUrl, () => worker.pid, launchedAt);
   printBanner(e.PUBLIC_URL, e.DATA_DIR, demo, Boolean(e.DATABASE_URL));
 }
 
 /**
  * "Running" means the worker has registered and advertised its inference address too: a worker
  * of this launch (the row of one that died before, after a container restart, may have its pid).
+ * `pid` is the supervised worker's current one: a worker that died before registering is
+ * restarted under another pid (before, the launcher kept waiting for the first and stopped
+ * everything after a minute, though the second had registered).
  */
-async function waitForWorker(databaseUrl: string, pid: number, since: string, timeoutMs = 60_000): Promise<void> {
+async function waitForWorker(
+  databaseUrl: string,
+  pid: () => number | undefined,
+  since: string,
+  timeoutMs = 60_000,
+): Promise<void> {
   const handle = connect(databaseUrl, { max: 1 });
   try {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const rows = await handle.sql`
-        select 1 from workers where pid = ${pid} and address is not null and started_at >= ${since}::timestamptz`;
+      const current = pid();
+      const rows =
+        current === undefined
+          ? []
+          : await handle.sql`
+        select 1 from workers where pid = ${current} and address is not null and started_at >= ${since}::timestamptz`;
       if (rows.length > 0) return;
       await new Promise((r) => setTimeout(r, 250));
     }
