@@ -9,6 +9,10 @@ import {
   openSync,
   readFileSync,
   readSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -280,9 +284,37 @@ async function waitForExit(pid: number, timeoutMs: number): Promise<boolean> {
 }
 
 /**
+ * Server processes still working in `dir` (a server process's working directory is its data
+ * directory) whose postmaster is gone: a backend of a killed postmaster finishing its query.
+ */
+function leftoverBackends(dir: string): number[] {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return [];
+  }
+  const found: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      if (readlinkSync(`/proc/${pid}/cwd`) !== real) continue;
+      if ((cmdline(pid)?.[0] ?? "").startsWith("postgres")) found.push(pid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+/**
  * A crash must not stop the next start. A server left running by a launcher that was killed
  * (its postmaster.pid names a live postgres on this data directory) is shut down; a pid file
- * whose process is gone, or was reused by an unrelated process, is removed.
+ * whose process is gone, or was reused by an unrelated process, is removed, once no server
+ * process of the old postmaster is left working in the directory (they are stopped first: a new
+ * server recovering while one of them still writes would corrupt the data; PostgreSQL's own
+ * check of this, its shared memory's attach count, needs the pid file we remove).
  */
 async function clearStaleServer(dir: string): Promise<void> {
   const lines = readPidFile(dir);
@@ -298,7 +330,19 @@ async function clearStaleServer(dir: string): Promise<void> {
       await waitForExit(pid, 5_000);
     }
   }
-  if (!ours || !alive(pid)) rmSync(path.join(dir, "postmaster.pid"), { force: true });
+  if (ours && alive(pid)) return;
+  for (const orphan of leftoverBackends(dir)) {
+    try {
+      process.kill(orphan, "SIGQUIT"); // a backend's immediate exit
+    } catch {
+      continue;
+    }
+    if (!(await waitForExit(orphan, 5_000))) {
+      process.kill(orphan, "SIGKILL");
+      await waitForExit(orphan, 5_000);
+    }
+  }
+  rmSync(path.join(dir, "postmaster.pid"), { force: true });
 }
 
 function tail(file: string, bytes = 4000): string {
@@ -331,12 +375,22 @@ async function spawnServer(
   ephemeral: boolean,
   detached: boolean,
 ): Promise<ChildProcess> {
+  // The log grows with every start and every error: past 64 MiB it is moved to `.1` (the one
+  // before that goes), so it never fills the disk the data shares.
+  try {
+    if (statSync(logFile).size > 64 * 1024 * 1024) renameSync(logFile, `${logFile}.1`);
+  } catch {
+    // no log yet
+  }
   const log = openSync(logFile, "a", 0o600);
   if (runAs) chownSync(logFile, runAs.uid, runAs.gid);
   const settings: Record<string, string> = {
     listen_addresses: "127.0.0.1",
     port: String(port),
     unix_socket_directories: "",
+    // A failed statement's text is not logged: the packager's COPY inlines a selection's values
+    // (search terms, labels, user ids), and every cancelled packaging wrote them to the log.
+    log_min_error_statement: "panic",
     ...(ephemeral ? { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } : {}),
   };
   const child = spawn(b.postgres, ["-D", dir, ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])], {

@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -84,6 +85,28 @@ describe("embedded PostgreSQL", () => {
       expect(await query(second.url, (sql) => sql`select v from kept`)).toEqual([{ v: "before the crash" }]);
     } finally {
       await second.stop();
+    }
+  });
+
+  it("stops a killed server's process still working in its folder before starting a new server there", async () => {
+    const dir = dataDir();
+    const first = await startAppEmbeddedDb(dir);
+    process.kill(first.pid, "SIGKILL");
+    await expect.poll(() => pidAlive(first.pid)).toBe(false);
+    // A backend of the killed postmaster, still at work in the data folder (a long sort).
+    const orphan = spawn("bash", ["-c", 'exec -a "postgres: postgres postgres 127.0.0.1 SELECT" sleep 60'], {
+      cwd: embeddedPaths(dir).cluster,
+      stdio: "ignore",
+    });
+    await expect.poll(() => readFileSync(`/proc/${orphan.pid}/cmdline`, "utf8")).toMatch(/^postgres: /);
+    const second = await startAppEmbeddedDb(dir);
+    try {
+      // Before: the pid file was removed under it, and a new server recovered the folder it wrote to.
+      expect(pidAlive(orphan.pid!)).toBe(false);
+      expect(await query(second.url, (sql) => sql`select 1 as one`)).toEqual([{ one: 1 }]);
+    } finally {
+      await second.stop();
+      orphan.kill("SIGKILL");
     }
   });
 
