@@ -71,11 +71,19 @@ export class LocalBlobStore implements BlobStore {
   }
 
   /** The file behind a key, for the serving route; undefined when there is none. */
-  async open(key: string): Promise<{ size: number; stream: () => ReadableStream<Uint8Array> } | undefined> {
+  async open(
+    key: string,
+  ): Promise<
+    { size: number; stream: (range?: { start: number; end: number }) => ReadableStream<Uint8Array> } | undefined
+  > {
     const file = this.pathOf(key);
     const info = await stat(file).catch(() => undefined);
     if (!info?.isFile()) return undefined;
-    return { size: info.size, stream: () => Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array> };
+    return {
+      size: info.size,
+      // `end` inclusive, as HTTP's byte ranges and createReadStream count it.
+      stream: (range) => Readable.toWeb(createReadStream(file, range)) as ReadableStream<Uint8Array>,
+    };
   }
 
   /** Removes temporary files older than `olderThanMs` (left by writers that were killed). */

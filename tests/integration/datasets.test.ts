@@ -282,7 +282,33 @@ describe("list, get, download and delete", () => {
     expect((await client().get(`/v1/datasets/${first.id}`)).status).toBe(401);
 
     const url = DownloadResponse.parse((await api.get(`/v1/datasets/${first.id}/download`)).json).url;
-    expect((await fetch(url)).status).toBe(200);
+    const whole = await fetch(url);
+    expect(whole.status).toBe(200);
+    expect(whole.headers.get("accept-ranges")).toBe("bytes");
+    const bytes = Buffer.from(await whole.arrayBuffer());
+    expect(bytes.length).toBeGreaterThan(20);
+    // One range of it (a resumed download; a Parquet reader's footer): before, the whole file.
+    const part = async (range: string) => {
+      const res = await fetch(url, { headers: { range } });
+      return { res, body: Buffer.from(await res.arrayBuffer()) };
+    };
+    for (const [range, from, to] of [
+      ["bytes=5-14", 5, 15],
+      ["bytes=10-", 10, bytes.length],
+      ["bytes=-7", bytes.length - 7, bytes.length],
+      [`bytes=3-${bytes.length + 100}`, 3, bytes.length],
+    ] as const) {
+      const { res, body } = await part(range);
+      expect(res.status, range).toBe(206);
+      expect(res.headers.get("content-range"), range).toBe(`bytes ${from}-${to - 1}/${bytes.length}`);
+      expect(body.equals(bytes.subarray(from, to)), range).toBe(true);
+    }
+    const past = await part(`bytes=${bytes.length}-`);
+    expect(past.res.status).toBe(416);
+    expect(past.res.headers.get("content-range")).toBe(`bytes */${bytes.length}`);
+    const several = await part("bytes=0-1,4-5");
+    expect(several.res.status).toBe(200);
+    expect(several.body.equals(bytes)).toBe(true);
     const deleted = await api.call("DELETE", `/v1/datasets/${first.id}`);
     expect(deleted.status).toBe(200);
     expect(Dataset.parse(deleted.json).deletedAt).not.toBeNull();
