@@ -8,7 +8,7 @@ import { sendEvents } from "./node-response";
  * A server whose one answer is `sendEvents` over `source`, recording the socket writes (each as
  * text) and what had been written when `onStart` ran.
  */
-async function serve(source: () => AsyncIterable<string>) {
+async function serve(source: () => AsyncIterable<string>, keepAliveMs?: number) {
   const writes: string[] = [];
   let writtenAtStart: string[] | undefined;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -33,6 +33,7 @@ async function serve(source: () => AsyncIterable<string>) {
       controller: new AbortController(),
       requestId: "req_test",
       onStart: () => (writtenAtStart = [...writes]),
+      keepAliveMs,
     });
   });
   server.listen(0, "127.0.0.1");
@@ -95,6 +96,23 @@ describe("sendEvents", () => {
     expect(s.writes[0]).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\n$/);
     // onStart ran with the head, before the frame was there.
     expect(s.writtenAtStart()).toEqual([s.writes[0]]);
+  });
+
+  it("writes a keep-alive comment while no frame comes for a while, none while frames flow", async () => {
+    const s = await serve(async function* () {
+      await sleep(400); // a queue, a long prefill, an upstream thinking
+      yield "data: first\n\n";
+      for (let i = 0; i < 10; i++) {
+        await sleep(20);
+        yield `data: ${i}\n\n`;
+      }
+    }, 100);
+    const answer = await fetchEvents(s.url);
+    // Before: nothing for as long as the first frame took (a proxy's idle timeout cut the stream).
+    const head = answer.body.slice(0, answer.body.indexOf("data: first"));
+    expect(head.match(/^: keep-alive\n\n/gm)?.length).toBeGreaterThanOrEqual(2);
+    expect(answer.body.slice(head.length)).not.toContain("keep-alive");
+    expect(answer.body).toContain("data: 9\n\n");
   });
 
   it("answers a stream with no frame, and still runs onStart", async () => {

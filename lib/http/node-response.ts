@@ -127,7 +127,7 @@ export function abortWhenClientLeaves(res: ServerResponse): AbortController {
 export async function sendEvents(
   res: ServerResponse,
   source: AsyncIterable<string>,
-  o: { controller: AbortController; requestId: string; onStart?: () => void },
+  o: { controller: AbortController; requestId: string; onStart?: () => void; keepAliveMs?: number },
 ): Promise<void> {
   res.writeHead(200, { ...SSE_HEADERS, "x-request-id": o.requestId });
   const iterator = source[Symbol.asyncIterator]();
@@ -150,6 +150,22 @@ export async function sendEvents(
     void Promise.resolve(iterator.return?.()).catch(() => {});
   };
   res.once("close", onClose);
+  // A comment line after KEEP_ALIVE_MS without a write (a request waiting in the worker's queue,
+  // a long prefill, an upstream thinking before its first token): every SSE client skips it, and
+  // proxies and load balancers that cut a connection idle for 60 s (nginx's proxy_read_timeout)
+  // no longer cut these. Not while the socket is full: then the client is the one not reading.
+  const keepAliveMs = o.keepAliveMs ?? KEEP_ALIVE_MS;
+  let lastWrite = performance.now();
+  const beat = setInterval(
+    () => {
+      if (gone || wake || res.writableEnded || performance.now() - lastWrite < keepAliveMs) return;
+      if (!res.headersSent) res.flushHeaders();
+      res.write(": keep-alive\n\n");
+      lastWrite = performance.now();
+    },
+    Math.max(10, keepAliveMs / 4),
+  );
+  beat.unref();
   let started = false;
   let framed = false;
   const start = () => {
@@ -176,6 +192,7 @@ export async function sendEvents(
       // onStart once the first frame is out (its write's callback), not ahead of it.
       const written = framed ? res.write(next.value) : res.write(next.value, () => start());
       framed = true;
+      lastWrite = performance.now();
       if (!written) {
         await new Promise<void>((resolve) => {
           wake = resolve;
@@ -194,7 +211,11 @@ export async function sendEvents(
     logger().error({ reqId: o.requestId, err }, "stream failed");
     res.destroy();
   } finally {
+    clearInterval(beat);
     if (!framed) start(); // a stream that ended or failed before its first frame
     res.removeListener("close", onClose);
   }
 }
+
+/** Time without a write after which a stream gets a `: keep-alive` comment line. */
+export const KEEP_ALIVE_MS = 15_000;
