@@ -140,6 +140,12 @@ async function tokenCounter(deployment: string, model: string, signal: AbortSign
     return await loadTokenCounter(model, signal);
   } catch (err) {
     if (signal.aborted) throw signal.reason; // deleted, lease lost, worker stopping: not a failure
+    if (err instanceof TemplateRefusal)
+      throw new PackagingError(
+        `The chat template of deployment '${deployment}' (${model}) cannot render a plain conversation ` +
+          `(${err.message.slice(0, 200)}): every sample would be left out.`,
+        { cause: err },
+      );
     throw new PackagingError(`Could not load the tokenizer of deployment '${deployment}' (${model}).`, { cause: err });
   }
 }

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { loadModel } from "../engine/model/load-model";
 import { planRequest } from "../engine/request-plan";
 import { llamaModelDir } from "../engine/testing/models";
-import { loadTokenCounter } from "./token-counter";
+import { loadTokenCounter, TemplateRefusal } from "./token-counter";
 
 describe("dataset token counts", () => {
   it("count a conversation as the engine encodes it, with or without the model's own chat template", async () => {
@@ -35,5 +35,15 @@ describe("dataset token counts", () => {
         await model.dispose();
       }
     }
+  });
+
+  it("refuse a chat template that cannot render a plain conversation at load, not sample by sample", async () => {
+    const broken = await mkdtemp(path.join(os.tmpdir(), "lmp-count-"));
+    await cp(await llamaModelDir(), broken, { recursive: true });
+    const config = JSON.parse(await readFile(path.join(broken, "tokenizer_config.json"), "utf8"));
+    config.chat_template = "{% for m in messages %}{{ m.content | no_such_filter }}{% endfor %}";
+    await writeFile(path.join(broken, "tokenizer_config.json"), JSON.stringify(config));
+    // Before: loaded, then every sample refused, and the dataset READY with none of them.
+    await expect(loadTokenCounter(broken)).rejects.toBeInstanceOf(TemplateRefusal);
   });
 });

@@ -43,5 +43,12 @@ export async function loadTokenCounter(model: string, signal?: AbortSignal): Pro
       throw new TemplateRefusal((e as Error).message, { cause: e });
     }
   };
+  // A template that cannot render the plainest conversation (one the engine's Jinja cannot run)
+  // would refuse every sample: the dataset READY and empty. Refused here, the packaging fails
+  // and says why.
+  render([
+    { role: "user", content: "Hello" },
+    { role: "assistant", content: "Hi" },
+  ]);
   return (messages) => tokenizer.encode(render(messages), { add_special_tokens: special }).length;
 }
