@@ -88,7 +88,9 @@ describe("ParquetFile", () => {
           content: m.content,
           name: "name" in m ? m.name : null,
           tool_call_id: "tool_call_id" in m ? m.tool_call_id : null,
-          tool_calls: "tool_calls" in m ? JSON.stringify(m.tool_calls) : null,
+          // Structs a chat template can loop over (before, their JSON text); a null list reads
+          // as undefined here (pyarrow's None).
+          tool_calls: "tool_calls" in m ? m.tool_calls : undefined,
         })),
       );
     });
@@ -109,6 +111,13 @@ describe("ParquetFile", () => {
         ]);
       }
       expect(await read(`select count(*) from '${joined}' where id = 'smp_${total}'`)).toEqual([[0n]]);
+      // A tool call's fields as columns of their own, as a reader of the messages meets them.
+      expect(
+        await read(
+          `select messages[2].tool_calls[1].function.name, messages[2].tool_calls[1].id, messages[1].tool_calls is null
+           from '${joined}' where id = 'smp_5'`,
+        ),
+      ).toEqual([[call.function.name, call.id, true]]);
       for (const g of [0, 2, 4]) {
         const want = Array.from({ length: total }, (_, i) => record(i)).filter((r) => r.groupId === `g${g}`).length;
         expect(await read(`select count(*) from '${joined}' where groupId = 'g${g}'`)).toEqual([[BigInt(want)]]);

@@ -14,9 +14,15 @@ import { joinedParquetFooter, PARQUET_MAGIC, readParquetPart, type ParquetPart }
  * "createdAt": "2026-11-25 22:55:35.191145+00" (Postgres's text of the timestamp, in UTC),
  * "messages": [...]}`.
  */
+const TOOL_CALL = "STRUCT(id VARCHAR, type VARCHAR, function STRUCT(name VARCHAR, arguments VARCHAR))";
+/**
+ * `tool_calls` is a list of structs, as OpenAI's messages have them: chat templates (and TRL's
+ * SFTTrainer through them) loop over a message's tool calls, and over JSON text they looped over
+ * its characters.
+ */
 const COLUMNS =
   "{f: 'VARCHAR[]', createdAt: 'TIMESTAMPTZ', " +
-  "messages: 'STRUCT(role VARCHAR, content VARCHAR, name VARCHAR, tool_call_id VARCHAR, tool_calls VARCHAR)[]'}";
+  `messages: 'STRUCT(role VARCHAR, content VARCHAR, name VARCHAR, tool_call_id VARCHAR, tool_calls ${TOOL_CALL}[])[]'}`;
 
 /**
  * Rows per row group (DuckDB rounds up to its vectors of 2,048). Measured on 200,000
@@ -61,8 +67,8 @@ interface Part {
  * samples: the conversion takes about 1.6 s of one core in all, against about 14 s for the
  * JavaScript writer it replaced (hyparquet-writer), and now mostly overlaps the COPY. The schema:
  * `id`, `createdAt` (TIMESTAMP, UTC, µs), `userId`, `groupId`, `metadata` (JSON text), `messages`
- * (LIST of `{role, content, name, tool_call_id, tool_calls}`, tool_calls as JSON text); every
- * column is nullable, as DuckDB writes them.
+ * (LIST of `{role, content, name, tool_call_id, tool_calls}`, tool_calls a LIST of
+ * `{id, type, function: {name, arguments}}`); every column is nullable, as DuckDB writes them.
  */
 export class ParquetFile {
   private readonly dir: string;
