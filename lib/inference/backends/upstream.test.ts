@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import type { GenerationRequestInput } from "../../contracts/generation";
 import { collectGarbage } from "../../gc";
 import { InferenceError } from "../client";
-import { UpstreamEventParser } from "./upstream";
+import { MAX_LINE_CHARS, UpstreamEventParser } from "./upstream";
 
 const request = (extra: Partial<GenerationRequestInput> = {}) =>
   ({ model: "m", prompt: "p", ...extra }) as GenerationRequestInput;
@@ -17,6 +17,34 @@ const event = (text: string, finish: string | null = null, index = 0) =>
   })}\n\n`;
 const usage = (p: number, c: number) =>
   `data: ${JSON.stringify({ id: "cmpl-1", choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } })}\n\n`;
+
+describe("an upstream that sends too much", () => {
+  it("is cut at a line past MAX_LINE_CHARS, however it arrives", () => {
+    const parser = new UpstreamEventParser(request(), "vLLM");
+    expect(parser.push(event("ok"))).toEqual([{ type: "delta", index: 0, text: "ok" }]);
+    const read = "a".repeat(64 * 1024);
+    const push = () => {
+      parser.push('data: {"choices":[{"index":0,"text":"');
+      for (let i = 0; i < MAX_LINE_CHARS / read.length + 1; i++) parser.push(read);
+    };
+    // Before: kept growing (and scanned again at every read) for as long as the upstream sent.
+    expect(push).toThrow(
+      expect.objectContaining({ status: 502, message: expect.stringMatching(/a line longer than/) }),
+    );
+  });
+
+  it("is cut once it streams far past max_tokens × n pieces", () => {
+    const parser = new UpstreamEventParser(request({ max_tokens: 4, n: 2 }), "vLLM");
+    let pieces = 0;
+    const more = () => {
+      for (; pieces < 1000; pieces++) parser.push(event("x", null, pieces % 2));
+    };
+    expect(more).toThrow(
+      expect.objectContaining({ status: 502, message: expect.stringMatching(/more than 32 pieces/) }),
+    );
+    expect(pieces).toBe(32);
+  });
+});
 
 describe("the upstream's server-sent events", () => {
   it("several events in one read come out as one group, the deltas of a choice joined, in order", () => {
@@ -267,7 +295,7 @@ describe("the upstream's repeated delta events (parsed from their template)", ()
     const whole = (lines: string[]) => {
       const spy = vi.spyOn(JSON, "parse");
       try {
-        const parser = new UpstreamEventParser(request(), "vLLM");
+        const parser = new UpstreamEventParser(request({ max_tokens: lines.length }), "vLLM");
         const events = parser.push(lines.map((l) => `data: ${l}\n\n`).join(""));
         const text = events.map((e) => (e.type === "delta" ? e.text : "")).join("");
         // Whole events (and probes) against the text literals alone.

@@ -542,6 +542,10 @@ function stringLiteral(s: string, from: number, to: number): string | undefined 
  * second costs one template a second); a template that never matched is not replaced (a server
  * whose events all differ, or choices that alternate), so such a stream is parsed whole throughout.
  */
+/** The longest line of an upstream's event stream, and the longest JSON answer, read. */
+export const MAX_LINE_CHARS = 1 << 20;
+export const MAX_ANSWER_CHARS = 8 << 20;
+
 export class UpstreamEventParser {
   /** A line begun in an earlier read. */
   private rest = "";
@@ -555,6 +559,15 @@ export class UpstreamEventParser {
   private counted = 0;
   /** The upstream sent `data: [DONE]`: whatever follows is ignored. */
   sawDone = false;
+  /**
+   * Pieces (tokens, or deltas) past which an upstream is taken to ignore max_tokens: twice what
+   * was asked, and some; with `echo`, the prompt's tokens come back too (at most 4 per character).
+   */
+  private get maxPieces(): number {
+    const asked = (this.request.max_tokens ?? 16) * (this.request.n ?? 1);
+    const prompt = this.request.echo && typeof this.request.prompt === "string" ? 4 * this.request.prompt.length : 0;
+    return 2 * asked + 16 + prompt * (this.request.n ?? 1);
+  }
 
   constructor(
     private readonly request: GenerationRequestInput,
@@ -564,6 +577,13 @@ export class UpstreamEventParser {
   /** The events of the lines that `text` completes. */
   push(text: string): GenerationStreamEvent[] {
     const out: GenerationStreamEvent[] = [];
+    // A read that ends no line only grows the one begun (the rest holds no newline: scanning it
+    // again at every read was quadratic in a long line), up to MAX_LINE_CHARS.
+    if (text.indexOf("\n") < 0) {
+      this.rest += text;
+      if (this.rest.length > MAX_LINE_CHARS) throw this.tooMuch(`a line longer than ${MAX_LINE_CHARS} characters`);
+      return out;
+    }
     const buffer = this.rest.length > 0 ? this.rest + text : text;
     let start = 0;
     let nl: number;
@@ -612,7 +632,13 @@ export class UpstreamEventParser {
       }
     }
     this.rest = start < buffer.length ? buffer.slice(start) : "";
+    if (this.rest.length > MAX_LINE_CHARS) throw this.tooMuch(`a line longer than ${MAX_LINE_CHARS} characters`);
     return out;
+  }
+
+  /** The upstream sent more than any answer to this request holds: a 502, read no further. */
+  tooMuch(what: string): InferenceError {
+    return new InferenceError(502, "internal", `the ${this.backend} upstream sent ${what}; its answer was cut`);
   }
 
   /** The events of one JSON answer (a server that does not stream). */
@@ -657,7 +683,7 @@ export class UpstreamEventParser {
   private chunk(chunk: UpstreamChunk, out: GenerationStreamEvent[]): void {
     if (chunk.error) {
       const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? "unknown error");
-      throw new InferenceError(502, "internal", `the ${this.backend} upstream failed: ${m}`);
+      throw new InferenceError(502, "internal", `the ${this.backend} upstream failed: ${String(m).slice(0, 1000)}`);
     }
     const choices = chunk.choices;
     if (choices)
@@ -692,6 +718,10 @@ export class UpstreamEventParser {
     out: GenerationStreamEvent[],
   ): void {
     this.counted += logprobs?.length || 1;
+    // An upstream that ignores max_tokens (and streams on and on): twice what was asked, and then
+    // some, is where it stops being read.
+    if (this.counted > this.maxPieces)
+      throw this.tooMuch(`more than ${this.maxPieces} pieces for ${this.request.max_tokens ?? 16} tokens`);
     const last = out.length > 0 ? out[out.length - 1] : undefined;
     const kept = this.request.logprobs && logprobs ? logprobs : undefined;
     // Our own object, not handed out yet: the run grows in place.
@@ -728,7 +758,11 @@ async function* readGroups(
     res.setEncoding("utf8");
     if (!String(res.headers["content-type"] ?? "").includes("text/event-stream")) {
       let text = "";
-      for await (const chunk of res) text += chunk as string;
+      for await (const chunk of res) {
+        text += chunk as string;
+        if (text.length > MAX_ANSWER_CHARS)
+          throw parser.tooMuch(`a JSON answer longer than ${MAX_ANSWER_CHARS} characters`);
+      }
       const events = parser.whole(text);
       ended = true;
       yield [...events, ...parser.end()];
