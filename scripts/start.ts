@@ -12,6 +12,7 @@ import { EnvError, parseEnv } from "@/lib/env";
 import { errorCause } from "@/lib/observe/error-cause";
 import { workerSecret } from "@/lib/internal-secret";
 import { freePort } from "@/lib/net/free-port";
+import { lockAbandoned, readLock, takeOverLock, tryLock } from "@/lib/pid-lock";
 import { prepareDemoUser, repointDemoModel, seedDemo, type DemoCredentials } from "@/lib/services/demo";
 import { appProcessArgs, workerProcessArgs } from "./lib/app-process";
 import { ensureBuild } from "./lib/build";
@@ -49,6 +50,10 @@ async function main(): Promise<void> {
   const e = parseEnv();
   graceMs = e.SHUTDOWN_GRACE_SECONDS * 1000;
   mkdirSync(e.DATA_DIR, { recursive: true });
+  // One launcher per DATA_DIR from its first step to its last, whatever the database: before, two
+  // started within the build's minute both passed the checks below (nothing was written or bound
+  // yet) and both built and started.
+  releaseLauncher = launcherLock(e.DATA_DIR);
   // Another instance on these files or this port is said before anything is built: a build
   // replaces .next, under the running app's feet.
   if (!e.DATABASE_URL) {
@@ -275,7 +280,24 @@ async function shutdown(code: number): Promise<void> {
     await databaseStarting;
   }
   await embedded?.stop().catch(() => {});
+  releaseLauncher?.();
   process.exit(code);
+}
+
+let releaseLauncher: (() => void) | undefined;
+
+/** Takes `DATA_DIR/launcher.lock` (one whose process is gone is taken over), or says who holds it. */
+function launcherLock(dataDir: string): () => void {
+  const file = path.join(dataDir, "launcher.lock");
+  for (let tries = 0; tries < 3; tries++) {
+    const release = tryLock(file);
+    if (release) return release;
+    const seen = readLock(file);
+    if (seen && !lockAbandoned(seen))
+      throw new Error(`Another 'npm start' (pid ${seen.holder?.pid ?? "?"}) is already running on ${dataDir}.`);
+    if (seen) takeOverLock(file, seen);
+  }
+  throw new Error(`Could not take ${file}.`);
 }
 
 process.on("SIGINT", () => void shutdown(0));

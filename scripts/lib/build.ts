@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { lockAbandoned, readLock, takeOverLock, tryLock } from "../../lib/pid-lock";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const SOURCES = [
@@ -63,19 +64,49 @@ export function buildWith(build: () => boolean, project = root): void {
   writeFileSync(markerFile(project), JSON.stringify({ sources, builtAt: new Date().toISOString() }));
 }
 
-/** Runs `next build` (output shown) when the build is missing, unfinished or stale. */
+/**
+ * Runs `next build` (output shown) when the build is missing, unfinished or stale. One build of a
+ * checkout at a time (`.next-build.lock`): a second `npm start` (or test run) meanwhile waits for
+ * it, then uses it. Before, both built into the same `.next` at once, and a mix of the two could
+ * be marked as a finished build.
+ */
 export function ensureBuild(options: { force?: boolean } = {}): void {
   if (!options.force && !buildIsStale()) return;
-  console.log("Building the web app (next build)…");
-  buildWith(() => {
-    const result = spawnSync(process.execPath, [path.join(root, "node_modules/next/dist/bin/next"), "build"], {
-      cwd: root,
-      stdio: "inherit",
-      env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+  const release = waitForBuildLock(lockFile(root));
+  try {
+    if (!options.force && !buildIsStale()) return; // the build waited for was this one
+    console.log("Building the web app (next build)…");
+    buildWith(() => {
+      const result = spawnSync(process.execPath, [path.join(root, "node_modules/next/dist/bin/next"), "build"], {
+        cwd: root,
+        stdio: "inherit",
+        env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+      });
+      if (result.status !== 0) throw new Error(`next build failed (exit ${result.status ?? result.signal})`);
+      return true;
     });
-    if (result.status !== 0) throw new Error(`next build failed (exit ${result.status ?? result.signal})`);
-    return true;
-  });
+  } finally {
+    release();
+  }
+}
+
+const lockFile = (project: string) => path.join(project, ".next-build.lock");
+
+/** Takes the build lock, waiting while a live process holds it (an abandoned one is taken over). */
+export function waitForBuildLock(file: string, pollMs = 500): () => void {
+  let said = false;
+  for (;;) {
+    const release = tryLock(file);
+    if (release) return release;
+    const seen = readLock(file);
+    if (seen && lockAbandoned(seen)) {
+      takeOverLock(file, seen);
+      continue;
+    }
+    if (!said) console.log(`Waiting for another build of the web app (pid ${seen?.holder?.pid ?? "?"}) to finish…`);
+    said = true;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, pollMs);
+  }
 }
 
 export const repoRoot = root;
