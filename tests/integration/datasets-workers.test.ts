@@ -331,7 +331,7 @@ describe("dataset packaging by worker processes", () => {
             ...m,
             name: null,
             tool_call_id: null,
-            tool_calls: null,
+            tool_calls: undefined, // a null list (hyparquet reads it so; pyarrow as None)
           })),
         })),
       );
