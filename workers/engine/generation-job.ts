@@ -21,8 +21,13 @@ export interface GenerationJob {
    * them unless the prefill began from a kept answer (Scheduler.reusePrefix). Unset: all.
    */
   exactColumns?: number;
-  /** The prompt's whole cache, which its sequences joined the batch with (read only). */
-  promptState?: PrefillState;
+  /**
+   * The prompt's whole cache, which its sequences joined the batch with: held weakly, for keeping
+   * an answer's identity check only. Held strongly, every running (or still delivering) job kept
+   * its prompt's cache alive twice (once in the batch's rows), outside the KV budget, and the
+   * prompt cache's evictions freed nothing while it lived.
+   */
+  promptState?: WeakRef<PrefillState>;
   cancelled: boolean;
   done: boolean;
 }

@@ -607,7 +607,7 @@ export class Scheduler {
     }
     for (const seq of job.sequences)
       if (!seq.finished) this.joiners.push({ row: { seq, job, joined: this.joins++ }, state });
-    job.promptState = state;
+    job.promptState = new WeakRef(state);
     job.prefillKv = null;
     this.settle(job);
   }
@@ -776,7 +776,7 @@ export class Scheduler {
       // Its prompt's entry, when it is still the very cache the row started from: then only the
       // answer's own columns are copied (with a long system prompt, most of the row is the prompt).
       const prompt = this.prompts.get(promptKey(job));
-      const base = prompt && prompt.state === job.promptState ? prompt : undefined;
+      const base = prompt && prompt.state === job.promptState?.deref() ? prompt : undefined;
       if (this.kvBytes(1, seq.tokens.length - (base?.state.length ?? 0)) > room) return;
       const state = batch.extract(i, base ? base.state.length : 0);
       if (!state) return;
