@@ -217,6 +217,7 @@ export async function withWorker<T>(
   const key = servedModelKey(model, target.dtype);
   let candidates = await workersFor(db, key, signal, { teamId });
   let last: InferenceError | undefined;
+  let lost = 0;
   const tried = new Set<string>();
   for (let i = 0; i < candidates.length; i++) {
     const w = candidates[i]!;
@@ -231,6 +232,14 @@ export async function withWorker<T>(
       // the next worker runs it (before, a 500), as for a worker that never answered.
       if (e instanceof WorkerLostError) {
         avoidUntil.set(w.id, Date.now() + AVOID_MS);
+        // Once: a request under which a second worker dies may be what ends them (a prompt that
+        // crashes the runtime), and before, it was sent to every worker of the fleet in turn.
+        if (++lost >= 2)
+          throw new ApiError(
+            502,
+            "internal",
+            "The worker running this request stopped while it ran, and so did the one it was retried on: it is not tried again.",
+          );
         logger().warn({ worker: w.id, address: w.address }, "worker lost mid-generation; trying another");
       } else if (e instanceof InferenceError) {
         if (e.status === 429 || modelNotServed(e)) {
