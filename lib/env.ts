@@ -180,6 +180,15 @@ const EnvSchema = z.object({
     .int()
     .min(0)
     .default(1024 ** 3),
+  /**
+   * Bytes the local blob store leaves free on its disk (imports, dataset files): a write that
+   * would leave less stops with a 507, rather than filling the disk the embedded database shares.
+   */
+  BLOB_MIN_FREE_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 ** 3),
   /** Samples per deletion transaction (retention, deleted pipelines, delete-samples). */
   DELETE_BATCH_SIZE: positiveInt.max(100_000).default(1000),
   /**

@@ -23,7 +23,7 @@ export function blobStore(): BlobStore {
           accessKeyId: e.S3_ACCESS_KEY_ID,
           secretAccessKey: e.S3_SECRET_ACCESS_KEY,
         })
-      : new LocalBlobStore(e.BLOB_DIR);
+      : new LocalBlobStore(e.BLOB_DIR, e.BLOB_MIN_FREE_BYTES);
   return cached;
 }
 

@@ -33,6 +33,21 @@ describe("LocalBlobStore", () => {
     expect(await store.open("datasets/d1/a/none.jsonl")).toBeUndefined();
   });
 
+  it("refuses a write that would leave less than minFreeBytes on the disk, with a 507, keeping nothing", async () => {
+    const dir = path.join(root, "full");
+    const full = new LocalBlobStore(dir, Number.MAX_SAFE_INTEGER); // as if the disk were nearly full
+    // Before: written until the disk was full, the embedded database's WAL with it.
+    await expect(full.put("imports/i9/upload.jsonl", parts("a\n", "b\n"))).rejects.toMatchObject({
+      status: 507,
+      message: expect.stringMatching(/disk is nearly full.*BLOB_MIN_FREE_BYTES/),
+    });
+    expect(existsSync(path.join(dir, "imports/i9/upload.jsonl"))).toBe(false);
+    expect(readdirSync(path.join(dir, ".tmp"))).toEqual([]);
+    const roomy = new LocalBlobStore(dir, 1024);
+    await roomy.put("imports/i9/upload.jsonl", parts("a\n"));
+    expect(readFileSync(path.join(dir, "imports/i9/upload.jsonl"), "utf8")).toBe("a\n");
+  });
+
   it("keeps its files from other local users: folders 0700, files 0600", async () => {
     const own = new LocalBlobStore(path.join(root, "private"));
     await own.put("imports/i1/upload.jsonl", parts("secret\n"));

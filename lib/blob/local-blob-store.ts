@@ -1,6 +1,7 @@
+import { ApiError } from "../errors";
 import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -20,7 +21,11 @@ const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
  * them (before, 0755 and 0644: any local user could read them).
  */
 export class LocalBlobStore implements BlobStore {
-  constructor(readonly root: string) {}
+  /** @param minFreeBytes what a write leaves free on the disk (BLOB_MIN_FREE_BYTES); 0: no check. */
+  constructor(
+    readonly root: string,
+    private readonly minFreeBytes = 0,
+  ) {}
 
   pathOf(key: string): string {
     assertValidKey(key);
@@ -35,9 +40,14 @@ export class LocalBlobStore implements BlobStore {
     try {
       // A deep write buffer lets the source (a COPY from Postgres) keep flowing while the disk
       // catches up, instead of pausing at every 16 kB chunk until the write returns.
-      await pipeline(Readable.from(body), createWriteStream(tmp, { highWaterMark: WRITE_BUFFER_BYTES, mode: 0o600 }), {
-        signal: options.signal,
-      });
+      const source = this.minFreeBytes > 0 ? this.withinFreeSpace(body, tmpDir) : body;
+      await pipeline(
+        Readable.from(source),
+        createWriteStream(tmp, { highWaterMark: WRITE_BUFFER_BYTES, mode: 0o600 }),
+        {
+          signal: options.signal,
+        },
+      );
       // Durable before it becomes visible: a crash after the rename must not leave a short file.
       const file = await open(tmp, "r+");
       try {
@@ -50,6 +60,32 @@ export class LocalBlobStore implements BlobStore {
     } catch (err) {
       await rm(tmp, { force: true });
       throw err;
+    }
+  }
+
+  /**
+   * `body`, checking the disk's free space before its first bytes and every FREE_CHECK_BYTES: a
+   * write that would leave less than minFreeBytes stops with a 507. Before, an upload of a team
+   * (up to 1 GiB an import, ten at a time) could fill the disk the embedded database writes its
+   * WAL to, and the database stopped the whole service.
+   */
+  private async *withinFreeSpace(body: AsyncIterable<Uint8Array>, dir: string): AsyncGenerator<Uint8Array> {
+    let sinceCheck = Infinity;
+    for await (const chunk of body) {
+      if (sinceCheck >= FREE_CHECK_BYTES) {
+        const fs = await statfs(dir);
+        const free = fs.bavail * fs.bsize;
+        if (free - FREE_CHECK_BYTES < this.minFreeBytes)
+          throw new ApiError(
+            507,
+            "internal",
+            `The server's disk is nearly full (${gib(free)} free, and ${gib(this.minFreeBytes)} are kept free for the ` +
+              "database and the system: BLOB_MIN_FREE_BYTES): the file was not stored. The operator can free space.",
+          );
+        sinceCheck = 0;
+      }
+      sinceCheck += chunk.byteLength;
+      yield chunk;
     }
   }
 
@@ -98,3 +134,7 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 }
+
+/** Bytes written between two checks of the disk's free space. */
+const FREE_CHECK_BYTES = 64 * 1024 * 1024;
+const gib = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GiB`;

@@ -123,7 +123,7 @@ export const hostedApi: Record<string, Partial<Record<"get" | "post" | "patch" |
       status: 202,
       success: "The import, PROCESSING",
       response: ImportSchema,
-      errors: [400, 404, 413],
+      errors: [400, 404, 413, 507],
     },
   },
   "/v1/imports/{id}": {

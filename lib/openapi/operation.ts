@@ -43,6 +43,7 @@ const ERROR_TEXT: Record<number, string> = {
   429: "Rate limited (Retry-After says when to retry)",
   500: "Internal error (the message carries the request id)",
   503: "No live worker can run it",
+  507: "The server's disk is nearly full (BLOB_MIN_FREE_BYTES): nothing was stored",
 };
 
 const errorResponse = (status: number) => ({

@@ -1,3 +1,4 @@
+import { ApiError } from "@/lib/errors";
 import { sql } from "drizzle-orm";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -128,6 +129,8 @@ export async function packageDataset(job: DatasetJob, o: PackageOptions): Promis
       if (leaseLost) return { status: "lost" };
       if (o.signal?.aborted) throw o.signal.reason;
       if (err instanceof PackagingError || err instanceof LeaseLost) throw err;
+      // The local store's disk nearly full: its own words (what is free, what to do).
+      if (err instanceof ApiError && err.status === 507) throw new PackagingError(err.message, { cause: err });
       throw new PackagingError("Could not write the dataset file to the blob store.", { cause: err });
     }
     // The selection is frozen at its bound (no sample added since), but which samples before it
