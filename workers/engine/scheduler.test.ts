@@ -357,6 +357,30 @@ describe("fair sharing between tenants", () => {
     await a;
   });
 
+  it("a team whose requests never hold a row does not make another team's queued streams run one at a time", async () => {
+    const engine = new Engine({ models: [dir], maxBatch: 16 });
+    const scheduler = await engine.scheduler();
+    const noEos = { [String(scheduler.model.info.eosTokenIds[0])]: -100 };
+    // Team A's three streams and team B's 40 classifications (max_tokens 1) queued together.
+    const a = [1, 2, 3].map((i) =>
+      engine.generate({ prompt: `Story ${i}`, max_tokens: 60, seed: i, logit_bias: noEos, tenant: "team-a" }),
+    );
+    let bDone = 0;
+    const b = Array.from({ length: 40 }, (_, i) =>
+      engine.generate({ prompt: `Label ${i}?`, max_tokens: 1, tenant: "team-b" }).then(() => bDone++),
+    );
+    // Rows are only ever team A's (team B's requests end with their prefill).
+    let most = 0;
+    while (bDone < 40) {
+      most = Math.max(most, scheduler.stats().running);
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all([...a, ...b]);
+    // Before: team B (never a row, so always "fewest running") won every admission, and team A's
+    // streams ran one at a time until team B's queue was empty.
+    expect(most).toBeGreaterThanOrEqual(2);
+  });
+
   it("between teams with equally many running, the one admitted longest ago goes next, not the oldest request", async () => {
     const probe = new Engine({ models: [dir] });
     const m = await probe.load();

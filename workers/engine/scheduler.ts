@@ -408,8 +408,31 @@ export class Scheduler {
   }
 
   /**
-   * Starts the prefill of the next request: of the tenants with requests waiting, the one with
-   * the fewest sequences in the batch (then the one admitted longest ago, then the oldest request). Its tenant's sequences must fit
+   * Each tenant's fair share of the batch's maxBatch rows, max-min over what it asks for (its
+   * sequences running and those of its queued requests): a tenant that asks for less than an even
+   * split keeps what it asks, and the rest is split among the others. So a team with one stream
+   * leaves the rest of the batch to a team with many, and a team that never holds a row (its
+   * requests end with their prefill) does not count against anyone.
+   */
+  private fairShares(running: ReadonlyMap<string, number>): Map<string, number> {
+    const demand = new Map(running);
+    for (const [tenant, queue] of this.queues)
+      for (const job of queue) demand.set(tenant, (demand.get(tenant) ?? 0) + job.plan.request.n);
+    const shares = new Map<string, number>();
+    let left = this.maxBatch;
+    const ascending = [...demand].sort((a, b) => a[1] - b[1]);
+    ascending.forEach(([tenant, wants], i) => {
+      const share = Math.min(wants, left / (ascending.length - i));
+      shares.set(tenant, share);
+      left -= share;
+    });
+    return shares;
+  }
+
+  /**
+   * Starts the prefill of the next request: of the tenants with requests waiting, one below its
+   * fair share of the batch (fairShares), the one admitted longest ago (then the oldest request);
+   * else the one with the fewest sequences in the batch. Its tenant's sequences must fit
    * in maxBatch, and the whole batch in twice that. A long prompt prefilled in chunks does not
    * hold a tenant with nothing running back: its prefill is parked (at the head of its tenant's
    * queue, its cache kept) while the newcomer's runs, so a newcomer waits at most one pass.
@@ -424,28 +447,40 @@ export class Scheduler {
     }
     if (this.prefilling) {
       const parked = this.prefilling;
-      if (!running.get(parked.tenant) || !this.newcomerWaiting(running)) return;
+      // Only a prefill under way is parked: one admitted in preference to the newcomer (its turn
+      // came first) and not begun keeps its place, else a team whose requests never hold a row
+      // (a newcomer every time) had every other team's next request parked before it ran.
+      if (!parked.prefilled || !running.get(parked.tenant) || !this.newcomerWaiting(running)) return;
       this.prefilling = null;
       const queue = this.queues.get(parked.tenant);
       if (queue) queue.unshift(parked);
       else this.queues.set(parked.tenant, [parked]);
       this.queued++;
     }
-    // Fewest sequences running first; between equals, the tenant admitted longest ago (then the
-    // oldest request): before, the oldest request won, so a team that had queued many requests that
-    // each fill the KV budget alone went first every time the batch emptied.
+    // Tenants below their fair share of the batch take turns: the one admitted longest ago first
+    // (then the oldest request). A tenant at its share goes only when no tenant below it waits,
+    // fewest sequences first. Before, fewest sequences running always went first: a team whose
+    // requests all end with their prefill (max_tokens 1: a classifier) never holds a row, so it
+    // won every admission, and another team's queued streams ran one at a time behind it. And
+    // before that, the oldest request won, so a team that had queued many requests that each fill
+    // the KV budget alone went first every time the batch emptied.
     const turn = (j: GenerationJob) => this.lastAdmitted.get(j.tenant) ?? -1;
+    const shares = this.fairShares(running);
+    const rank = (j: GenerationJob): number[] => {
+      const load = running.get(j.tenant) ?? 0;
+      const below = load < (shares.get(j.tenant) ?? 0);
+      return [below ? 0 : 1, below ? 0 : load, turn(j), j.order];
+    };
     let next: GenerationJob | undefined;
+    let best: number[] | undefined;
     for (const queue of this.queues.values()) {
       const head = queue[0];
       if (!head) continue;
-      const load = running.get(head.tenant) ?? 0;
-      const best = next ? (running.get(next.tenant) ?? 0) : Infinity;
-      if (
-        load < best ||
-        (load === best && (turn(head) < turn(next!) || (turn(head) === turn(next!) && head.order < next!.order)))
-      )
+      const r = rank(head);
+      if (!best || before(r, best)) {
         next = head;
+        best = r;
+      }
     }
     if (!next) return;
     const n = next.plan.request.n;
@@ -982,4 +1017,10 @@ function notANumber(logits: Float32Array): boolean {
     if (v !== v) nan = true;
   }
   return nan;
+}
+
+/** Whether rank `a` comes before rank `b` (compared element by element). */
+function before(a: readonly number[], b: readonly number[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]!;
+  return false;
 }
