@@ -41,7 +41,7 @@ export function DatasetDetail({ initial }: { initial: DatasetDto }) {
     o.dedupe ? "duplicates removed" : null,
     o.validate ? `validated (${o.validate})` : null,
     o.split
-      ? `split ${Math.round(o.split.validation * 100)}% validation (seed ${o.split.seed}${o.split.by === "group" ? ", by group" : ""})`
+      ? `split ${Math.round(o.split.validation * 100)}% validation (seed ${o.split.seed}${o.split.by === "group" ? ", by group" : o.split.by === "user" ? ", by user" : ""})`
       : null,
     o.tokenizer ? `tokens counted with ${o.tokenizer}` : null,
     o.maxTokens !== undefined ? `at most ${n(o.maxTokens)} tokens` : null,

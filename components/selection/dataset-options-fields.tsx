@@ -18,7 +18,7 @@ export function optionsFromForm(data: FormData): Record<string, unknown> {
           split: {
             validation: Number(text("validation")) / 100,
             seed: Number(text("splitSeed") || "0"),
-            ...(data.get("splitByGroup") === "on" ? { by: "group" } : {}),
+            ...(text("splitBy") === "group" || text("splitBy") === "user" ? { by: text("splitBy") } : {}),
           },
         }
       : {}),
@@ -113,13 +113,17 @@ export function DatasetOptionsFields({
           <Field id="dataset-split-seed" label="Split seed">
             <Input id="dataset-split-seed" name="splitSeed" type="number" min={0} defaultValue={0} />
           </Field>
-          <div className="col-span-2">
-            <Check
-              name="splitByGroup"
-              label="Keep each group on one side"
-              hint="A conversation's samples (one groupId), or one request's n choices, go to the same file."
-            />
-          </div>
+          <Field
+            id="dataset-split-by"
+            label="Keep together"
+            hint="Samples that share the key go to the same file: a conversation's turns (one groupId, or one request's n choices), or one user's samples (userId), so validation measures what training never saw."
+          >
+            <Select id="dataset-split-by" name="splitBy" defaultValue="sample">
+              <option value="sample">Nothing (each sample on its own)</option>
+              <option value="group">Each group</option>
+              <option value="user">Each user</option>
+            </Select>
+          </Field>
         </div>
       ) : null}
       <div className="grid grid-cols-2 gap-3">

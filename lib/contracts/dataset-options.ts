@@ -24,10 +24,11 @@ export const SplitSpec = z.strictObject({
     .lt(1, "must be greater than 0 and less than 1"),
   seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   /**
-   * What goes to one side together: each `sample` (default), or each `group`: samples with the same
-   * groupId (a conversation's turns), and without one the choices of one captured request (n > 1).
+   * What goes to one side together: each `sample` (default); each `group`: samples with the same
+   * groupId (a conversation's turns), and without one the choices of one captured request (n > 1);
+   * or each `user`: samples with the same userId (without one, each sample alone).
    */
-  by: z.enum(["sample", "group"]).optional(),
+  by: z.enum(["sample", "group", "user"]).optional(),
 });
 
 export const DatasetOptionsShape = {

@@ -82,7 +82,11 @@ export const DatasetSchema = z.object({
     compression: z.enum(["none", "gzip"]),
     dedupe: z.boolean(),
     split: z
-      .strictObject({ validation: z.number(), seed: z.number().int(), by: z.enum(["sample", "group"]).optional() })
+      .strictObject({
+        validation: z.number(),
+        seed: z.number().int(),
+        by: z.enum(["sample", "group", "user"]).optional(),
+      })
       .optional(),
     validate: z.enum(["openai-chat"]).optional(),
     tokenizer: z.string().optional(),

@@ -200,8 +200,15 @@ const COLUMNS: Record<RowColumns, SQL> = {
  */
 export function splitSideSql(split: Split): SQL {
   // by group: a conversation's turns (one groupId), or one captured request's n choices, share a
-  // side; by sample, near-copies of a validation sample could sit in train (optimistic losses).
-  const key = split.by === "group" ? sql`coalesce(s.group_id, s.generation->>'requestId', s.id)` : sql`s.id`;
+  // side; by user: one user's samples (their phrasing, their topics); by sample, near-copies of a
+  // validation sample could sit in train (optimistic losses). The key is prefixed by what it is,
+  // so a userId equal to a sample id or a groupId does not pick that one's side.
+  const key =
+    split.by === "group"
+      ? sql`coalesce(s.group_id, s.generation->>'requestId', s.id)`
+      : split.by === "user"
+        ? sql`coalesce('user:' || s.user_id, s.id)`
+        : sql`s.id`;
   const digest = sql`sha256(convert_to(${`${split.seed}:`} || ${key}, 'UTF8'))`;
   const bound = Math.ceil(split.validation * 2 ** 48);
   if (bound >= 2 ** 48) return sql`1`; // every 6 bytes are below it

@@ -351,6 +351,36 @@ describe("dataset options", () => {
     expect(new Set(sideOf.values()).size).toBe(2); // both sides used
   });
 
+  it("split by user: one user's samples all go to one side, by the documented key", async () => {
+    const p = (await api.post("/v1/pipelines/create", { name: "by-user" })).json.id as string;
+    const samples = Array.from({ length: 60 }, (_, i) => ({
+      messages: conv(["user", `ask ${i}`], ["assistant", `reply ${i}`]),
+      ...(i < 48 ? { userId: `u-${i % 8}` } : {}), // 8 users with 6 samples each; 12 without one
+    }));
+    const added = await api.post(`/v1/pipelines/${p}/add-batch`, { samples });
+    expect(added.status, added.text).toBe(200);
+    const ids = (added.json.results as { id: string }[]).map((r) => r.id);
+    const split = { validation: 0.5, seed: 9 };
+    const key = (i: number) => (i < 48 ? `user:u-${i % 8}` : ids[i]!);
+    const made = await api.post(`/v1/pipelines/${p}/create-dataset`, {
+      name: "by-user",
+      split: { ...split, by: "user" },
+    });
+    expect(made.status, made.text).toBe(200);
+    const ready = await waitForStatus(api, made.json.id, "READY");
+    expect(ready.options.split).toEqual({ ...split, by: "user" });
+    const sideOf = new Map<string, string>();
+    for (const name of ["train", "validation"] as const)
+      for (const line of parseLines((await downloadBytes(api, ready.id, name)).toString()) as { messages: Msg[] }[])
+        sideOf.set(line.messages[0]!.content, name);
+    expect(sideOf.size).toBe(60);
+    // Before: by sample only, a user's phrasing in train and in validation.
+    for (let i = 0; i < 60; i++) expect(sideOf.get(`ask ${i}`), `ask ${i}`).toBe(side(key(i), split));
+    for (let u = 0; u < 8; u++)
+      expect(new Set(Array.from({ length: 6 }, (_, k) => sideOf.get(`ask ${u + 8 * k}`))).size, `u-${u}`).toBe(1);
+    expect(new Set(sideOf.values()).size).toBe(2);
+  });
+
   it("keeps the selection frozen with options: samples added afterwards are in no file", async () => {
     const res = await api.post(`/v1/pipelines/${pipelineId}/create-dataset`, {
       name: "frozen-options",
