@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SampleMessageSchema } from "./messages";
+import { MESSAGE_LIMITS, SampleMessageSchema, ToolDefinitionSchema } from "./messages";
 import { recordWithoutProto, storable } from "./text";
 
 /**
@@ -62,6 +62,13 @@ export type UpdatePipelineInput = z.infer<typeof UpdatePipelineBody>;
 
 export const AddSampleBody = z.strictObject({
   messages: z.array(SampleMessageSchema).min(1, "must contain at least one message"),
+  /** Beyond the spec: the tools the conversation's model was offered (OpenAI's fine-tuning lines). */
+  tools: optional(
+    z
+      .array(ToolDefinitionSchema)
+      .min(1, "must contain at least one tool")
+      .max(MESSAGE_LIMITS.tools, `at most ${MESSAGE_LIMITS.tools} tools`),
+  ).optional(),
   userId: optional(Label),
   groupId: optional(Label),
   metadata: optional(MetadataSchema),

@@ -173,8 +173,9 @@ export type RowColumns = "line" | "parquet";
 
 /**
  * Per sample, one line of JSON (with no raw newline: JSON text escapes it): the JSONL line
- * `{"messages": [...]}`, or for Parquet the whole record that
- * workers/packager/parquet-file.ts reads: `{"f": [id, userId, groupId, metadata as JSON text],
+ * `{"messages": [...]}` (with `, "tools": [...]` when it has tools), or for Parquet the whole
+ * record that workers/packager/parquet-file.ts reads: `{"f": [id, userId, groupId, metadata as
+ * JSON text, tools as JSON text],
  * "createdAt": "<timestamptz as Postgres writes it in UTC>", "messages": [...]}`. One
  * json_build_array and the timestamp's own text cost Postgres less than a to_json per string and
  * the epoch in µs (numeric arithmetic): 2.31 s against 2.53 s at 1M samples (best of four
@@ -182,8 +183,9 @@ export type RowColumns = "line" | "parquet";
  * waits on.
  */
 const COLUMNS: Record<RowColumns, SQL> = {
-  line: sql`'{"messages": ' || s.messages::text || '}'`,
-  parquet: sql`'{"f": ' || json_build_array(s.id, s.user_id, s.group_id, s.metadata::text)::text ||
+  // A sample's tools after its messages, as OpenAI's chat fine-tuning lines have them.
+  line: sql`'{"messages": ' || s.messages::text || coalesce(', "tools": ' || s.tools::text, '') || '}'`,
+  parquet: sql`'{"f": ' || json_build_array(s.id, s.user_id, s.group_id, s.metadata::text, s.tools::text)::text ||
     ', "createdAt": "' || s.created_at::text || '", "messages": ' || s.messages::text || '}'`,
 };
 

@@ -18,7 +18,7 @@ export function newSampleRow(
   generation?: GenerationFacts,
   importId?: string,
 ): NewSample {
-  const { messages, userId, groupId, metadata } = sample;
+  const { messages, userId, groupId, metadata, tools } = sample;
   const json = JSON.stringify({
     id,
     pipeline_id: pipelineId,
@@ -30,6 +30,7 @@ export function newSampleRow(
     metadata: metadata && Object.keys(metadata).length > 0 ? metadata : null,
     generation: generation ?? null,
     import_id: importId ?? null,
+    tools: tools ?? null,
   });
   return { id, pipelineId, json };
 }
@@ -82,8 +83,8 @@ export function sampleInsertCtes(
     r as (
       select * from rows from (jsonb_to_recordset(${payload}::jsonb) as (
         id text, pipeline_id text, team_id text, messages jsonb, length int,
-        user_id text, group_id text, metadata jsonb, generation jsonb, import_id text)
-      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id, ord)
+        user_id text, group_id text, metadata jsonb, generation jsonb, import_id text, tools jsonb)
+      ) with ordinality as r(id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id, tools, ord)
     ), p as (
       select id, team_id, pg_advisory_xact_lock_shared(${SAMPLE_WRITERS}::int, hashtext(id)) as writing from pipelines
       -- The writer's own team's pipelines only: another team's id locks nothing (its dataset
@@ -91,8 +92,8 @@ export function sampleInsertCtes(
       where (id, team_id) in (select pipeline_id, team_id from r) and deleted_at is null ${gate}
       for key share
     ), s as (
-      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id)
-      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata, r.generation, r.import_id
+      insert into samples (id, pipeline_id, team_id, messages, length, user_id, group_id, metadata, generation, import_id, tools)
+      select r.id, p.id, p.team_id, r.messages, r.length, r.user_id, r.group_id, r.metadata, r.generation, r.import_id, r.tools
       from r join p on p.id = r.pipeline_id and p.team_id = r.team_id
       order by r.ord
       ${conflict}

@@ -13,7 +13,7 @@ import { newId } from "@/lib/ids";
 import { splitSideSql } from "@/lib/services/dataset-jobs";
 import { createDeployment } from "@/lib/services/deployments";
 import { client, db, makeTeam, type TestTeam } from "../helpers/context";
-import { Dataset, downloadBytes, parseLines, waitForStatus } from "../helpers/datasets";
+import { Dataset, download, downloadBytes, parseLines, waitForStatus } from "../helpers/datasets";
 import { makeDeployment } from "../helpers/deployments";
 
 // Dataset options end to end: created over HTTP, packaged by the suite's worker, the files read
@@ -505,5 +505,72 @@ describe("split side in SQL", () => {
         expect(side(id, split)).toBe(validation > v / 2 ** 48 ? "validation" : "train");
       }
     }
+  });
+});
+
+describe("tools and weights (OpenAI's chat fine-tuning lines)", () => {
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "The weather in a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    },
+  ];
+  const withTools = {
+    messages: [
+      { role: "user", content: "Weather in Oslo?" },
+      { role: "assistant", content: "Let me look.", weight: 0 },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }],
+      },
+      { role: "tool", tool_call_id: "c1", content: "-3" },
+      { role: "assistant", content: "It is -3.", weight: 1 },
+    ],
+    tools,
+  };
+
+  it("are stored, imported, and written to JSONL and Parquet as given", async () => {
+    const team = await makeTeam();
+    const api = client(team.apiKey);
+    const p = (await api.post("/v1/pipelines/create", { name: "tools" })).json.id as string;
+    // Before: 400, unrecognized keys "tools" and "weight" (an OpenAI fine-tuning file refused line by line).
+    const added = await api.post(`/v1/pipelines/${p}/add`, withTools);
+    expect(added.status, added.text).toBe(200);
+    const plain = { messages: conv(["user", "Hi"], ["assistant", "Hello"]) };
+    expect((await api.post(`/v1/pipelines/${p}/add`, plain)).status).toBe(200);
+    const imported = await api.post(`/v1/pipelines/${p}/import`, JSON.stringify(withTools) + "\n", {
+      "content-type": "application/x-ndjson",
+    });
+    expect(imported.status).toBe(202);
+    await expect
+      .poll(async () => (await api.get(`/v1/imports/${imported.json.id}`)).json.imported, { timeout: 30_000 })
+      .toBe(1);
+    // Refused as a tool must be: a parameters key __proto__, a tool without a name.
+    for (const bad of [
+      { ...withTools, tools: [{ type: "function", function: { name: "" } }] },
+      { ...withTools, tools: [] },
+      { messages: [{ role: "assistant", content: "x", weight: 2 }] },
+    ]) {
+      const res = await api.post(`/v1/pipelines/${p}/add`, bad);
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+    }
+
+    const jsonl = await api.post(`/v1/pipelines/${p}/create-dataset`, { name: "tools-jsonl" });
+    const lines = parseLines(await download(api, (await waitForStatus(api, jsonl.json.id, "READY")).id));
+    expect(lines).toEqual([withTools, plain, withTools]);
+
+    const pq = await api.post(`/v1/pipelines/${p}/create-dataset`, { name: "tools-parquet", format: "parquet" });
+    const rows = await parquetReadObjects({
+      file: new Uint8Array(await downloadBytes(api, (await waitForStatus(api, pq.json.id, "READY")).id)).buffer,
+    });
+    expect(rows.map((r) => (r.tools === null || r.tools === undefined ? null : JSON.parse(r.tools as string)))).toEqual(
+      [tools, null, tools],
+    );
+    expect((rows[0]!.messages as { weight: number | null }[]).map((m) => m.weight)).toEqual([null, 0, null, null, 1]);
   });
 });

@@ -332,6 +332,7 @@ describe("dataset packaging by worker processes", () => {
             name: null,
             tool_call_id: null,
             tool_calls: undefined, // a null list (hyparquet reads it so; pyarrow as None)
+            weight: null,
           })),
         })),
       );

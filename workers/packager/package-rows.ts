@@ -81,9 +81,10 @@ export async function packageRows(
         const read = plain?.read(data, start, end) ?? false;
         const parse = !read && (o.validate || seen || counter);
         if (parse && !releaseHeap && end - start >= LARGE_PARSED_SAMPLE_BYTES) releaseHeap = holdTightHeap();
-        const messages: Message[] | undefined = parse
-          ? JSON.parse(data.toString("utf8", start, end)).messages
+        const parsed: { messages: Message[]; tools?: unknown[]; f?: unknown[] } | undefined = parse
+          ? JSON.parse(data.toString("utf8", start, end))
           : undefined;
+        const messages = parsed?.messages;
         if (o.validate) {
           const reason = read ? plain!.refusal : openAiChatRefusal(messages!);
           if (reason) {
@@ -97,7 +98,9 @@ export async function packageRows(
         }
         let tokens: number | undefined;
         try {
-          tokens = counter?.(messages!);
+          // A JSONL line carries its tools; a Parquet record, in `f` (their JSON text).
+          const tools = parsed?.tools ?? toolsOfRecord(parsed);
+          tokens = counter?.(messages!, tools);
         } catch (e) {
           if (!(e instanceof TemplateRefusal)) throw e;
           template++;
@@ -148,4 +151,10 @@ async function tokenCounter(deployment: string, model: string, signal: AbortSign
       );
     throw new PackagingError(`Could not load the tokenizer of deployment '${deployment}' (${model}).`, { cause: err });
   }
+}
+
+/** The tools of a Parquet record line (`f[4]`, their JSON text, or null). */
+function toolsOfRecord(record: { f?: unknown[] } | undefined): unknown[] | undefined {
+  const text = record?.f?.[4];
+  return typeof text === "string" ? (JSON.parse(text) as unknown[]) : undefined;
 }

@@ -91,6 +91,7 @@ describe("ParquetFile", () => {
           // Structs a chat template can loop over (before, their JSON text); a null list reads
           // as undefined here (pyarrow's None).
           tool_calls: "tool_calls" in m ? m.tool_calls : undefined,
+          weight: null,
         })),
       );
     });

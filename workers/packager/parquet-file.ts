@@ -10,7 +10,8 @@ import { joinedParquetFooter, PARQUET_MAGIC, readParquetPart, type ParquetPart }
 
 /**
  * What the packager's COPY renders for one Parquet row (lib/services/dataset-jobs.ts): a JSON
- * object per line, `{"f": [id, userId, groupId, metadata (its JSON text, as a string)],
+ * object per line, `{"f": [id, userId, groupId, metadata (its JSON text, as a string), tools (the
+ * same)],
  * "createdAt": "2026-11-25 22:55:35.191145+00" (Postgres's text of the timestamp, in UTC),
  * "messages": [...]}`.
  */
@@ -22,7 +23,7 @@ const TOOL_CALL = "STRUCT(id VARCHAR, type VARCHAR, function STRUCT(name VARCHAR
  */
 const COLUMNS =
   "{f: 'VARCHAR[]', createdAt: 'TIMESTAMPTZ', " +
-  `messages: 'STRUCT(role VARCHAR, content VARCHAR, name VARCHAR, tool_call_id VARCHAR, tool_calls ${TOOL_CALL}[])[]'}`;
+  `messages: 'STRUCT(role VARCHAR, content VARCHAR, name VARCHAR, tool_call_id VARCHAR, tool_calls ${TOOL_CALL}[], weight INTEGER)[]'}`;
 
 /**
  * Rows per row group (DuckDB rounds up to its vectors of 2,048). Measured on 200,000
@@ -67,8 +68,9 @@ interface Part {
  * samples: the conversion takes about 1.6 s of one core in all, against about 14 s for the
  * JavaScript writer it replaced (hyparquet-writer), and now mostly overlaps the COPY. The schema:
  * `id`, `createdAt` (TIMESTAMP, UTC, µs), `userId`, `groupId`, `metadata` (JSON text), `messages`
- * (LIST of `{role, content, name, tool_call_id, tool_calls}`, tool_calls a LIST of
- * `{id, type, function: {name, arguments}}`); every column is nullable, as DuckDB writes them.
+ * (LIST of `{role, content, name, tool_call_id, tool_calls, weight}`, tool_calls a LIST of
+ * `{id, type, function: {name, arguments}}`), `tools` (JSON text: a tool's parameters are any
+ * JSON Schema); every column is nullable, as DuckDB writes them.
  */
 export class ParquetFile {
   private readonly dir: string;
@@ -185,7 +187,7 @@ export class ParquetFile {
           connection,
           `
           copy (
-            select f[1] as id, createdAt, f[2] as userId, f[3] as groupId, f[4] as metadata, messages
+            select f[1] as id, createdAt, f[2] as userId, f[3] as groupId, f[4] as metadata, messages, f[5] as tools
             from read_json(${literal(source)}, format = 'newline_delimited', columns = ${COLUMNS})
           ) to ${literal(target)} (format parquet, compression snappy, row_group_size ${ROW_GROUP_ROWS})`,
           this.signal,

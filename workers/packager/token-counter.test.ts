@@ -46,4 +46,21 @@ describe("dataset token counts", () => {
     // Before: loaded, then every sample refused, and the dataset READY with none of them.
     await expect(loadTokenCounter(broken)).rejects.toBeInstanceOf(TemplateRefusal);
   });
+
+  it("render the tools a conversation was offered, as a template that takes them writes them", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "lmp-count-"));
+    await cp(await llamaModelDir(), dir, { recursive: true });
+    const config = JSON.parse(await readFile(path.join(dir, "tokenizer_config.json"), "utf8"));
+    config.chat_template =
+      "{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+    await writeFile(path.join(dir, "tokenizer_config.json"), JSON.stringify(config));
+    const count = await loadTokenCounter(dir);
+    const messages = [
+      { role: "user", content: "Weather?" },
+      { role: "assistant", content: "Sunny." },
+    ];
+    const tools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }];
+    // Before: the tools were never rendered, and a tool-calling sample counted short.
+    expect(count(messages, tools)).toBeGreaterThan(count(messages) + 5);
+  });
 });

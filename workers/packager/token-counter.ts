@@ -1,7 +1,10 @@
 import type { Message } from "./sample-checks";
 
-/** Counts a conversation's tokens; throws a TemplateRefusal for one the chat template refuses. */
-export type TokenCounter = (messages: Message[]) => number;
+/**
+ * Counts a conversation's tokens (with the tools it was offered, which a template renders into
+ * the prompt); throws a TemplateRefusal for one the chat template refuses.
+ */
+export type TokenCounter = (messages: Message[], tools?: unknown[]) => number;
 
 /**
  * The model's chat template refused a conversation (its `raise_exception`: a system message the
@@ -32,12 +35,12 @@ export async function loadTokenCounter(model: string, signal?: AbortSignal): Pro
   // As the engine encodes a chat (request-plan.ts): a model's template writes its special tokens,
   // the fallback none, so the tokenizer's (BOS) are added to it.
   const special = chatTemplate === "fallback";
-  const render = (messages: Message[]): string => {
+  const render = (messages: Message[], tools?: unknown[]): string => {
     try {
       // A template reads `content` as a string: a tool-call message without one renders it empty.
       return tokenizer.apply_chat_template(
         messages.map((m) => ({ ...m, content: m.content ?? "" })),
-        { tokenize: false, add_generation_prompt: false },
+        { tokenize: false, add_generation_prompt: false, ...(tools ? { tools: tools as never } : {}) },
       ) as string;
     } catch (e) {
       throw new TemplateRefusal((e as Error).message, { cause: e });
@@ -50,5 +53,5 @@ export async function loadTokenCounter(model: string, signal?: AbortSignal): Pro
     { role: "user", content: "Hello" },
     { role: "assistant", content: "Hi" },
   ]);
-  return (messages) => tokenizer.encode(render(messages), { add_special_tokens: special }).length;
+  return (messages, tools) => tokenizer.encode(render(messages, tools), { add_special_tokens: special }).length;
 }

@@ -14,7 +14,7 @@ import {
 } from "drizzle-orm/pg-core";
 import { teams } from "./teams";
 
-import type { SampleMessage } from "../../contracts/messages";
+import type { SampleMessage, ToolDefinition } from "../../contracts/messages";
 import type { GenerationFacts } from "../../contracts/capture";
 
 /** A stored message: the chat shapes of lib/contracts/messages.ts (tool calls included). */
@@ -79,6 +79,8 @@ export const samples = pgTable(
      * `importId` finds an import's samples (to delete what a cancelled or mistaken import stored).
      */
     importId: text("import_id"),
+    /** The tools the conversation's model was offered (OpenAI's fine-tuning lines); null: none given. */
+    tools: jsonb("tools").$type<ToolDefinition[]>(),
     /**
      * Its metadata was changed after it was stored (PATCH /v1/samples/:id): a dataset packaged
      * before may hold it under labels it no longer has (deletions mark such datasets).
