@@ -2,7 +2,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engine } from "./engine";
 import type { LoadedModel } from "./model/load-model";
-import { llamaDtypesDir, llamaModelDir, tinyModelDir } from "./testing/models";
+import { llamaDtypesDir, llamaLayoutDir, llamaModelDir, tinyModelDir } from "./testing/models";
 
 let dir: string;
 beforeAll(async () => {
@@ -238,6 +238,65 @@ describe("a request whose prompt's pass fails", () => {
     expect((await engine.generate({ prompt: "Hello", max_tokens: 5, logit_bias: noEos })).usage.completion_tokens).toBe(
       5,
     );
+  });
+});
+
+describe("a request whose prompt's pass fails between the passes of a decode step", () => {
+  it("fails alone on an exact-length model too (its step runs a pass per row length)", async () => {
+    const engine = new Engine({ models: [await llamaLayoutDir("no-position-ids")] });
+    const m = await engine.load();
+    expect(m.info.layout).toBe("exact-length");
+    const noEos = Object.fromEntries(m.info.eosTokenIds.map((id) => [String(id), -100]));
+    const prefill = m.runner.prefill.bind(m.runner);
+    let poisoned = false;
+    m.runner.prefill = async (...args) => {
+      if (poisoned) throw new Error("Gather: indices element out of data bounds");
+      return prefill(...args);
+    };
+    // Two rows of different lengths: each decode step runs two passes, and a prompt that arrives
+    // meanwhile is prefilled between them.
+    const running = [
+      engine.generate({ prompt: "The city", max_tokens: 120, seed: 1, logit_bias: noEos, tenant: "team-a" }),
+      engine.generate({
+        prompt: "Once upon a time in the",
+        max_tokens: 120,
+        seed: 2,
+        logit_bias: noEos,
+        tenant: "team-a",
+      }),
+    ];
+    const scheduler = await engine.scheduler();
+    await expect.poll(() => scheduler.stats().running, { interval: 1 }).toBe(2);
+    poisoned = true;
+    for (let i = 0; i < 5; i++)
+      await expect(engine.generate({ prompt: `Hello ${i}`, max_tokens: 5, tenant: "team-b" })).rejects.toMatchObject({
+        code: "internal",
+      });
+    poisoned = false;
+    // Before: a prefill between two passes that failed ended every stream on the worker.
+    for (const r of await Promise.all(running)) expect(r.usage.completion_tokens).toBe(120);
+  });
+});
+
+describe("a throw while admitting", () => {
+  it("ends the requests it concerns, and the next request is served", async () => {
+    const engine = new Engine({ models: [dir] });
+    const scheduler = await engine.scheduler();
+    const internal = scheduler as unknown as { kvBytes: (...a: unknown[]) => number };
+    const kvBytes = internal.kvBytes.bind(scheduler);
+    // Admitting meets the throw (submitting's own sizing passes).
+    internal.kvBytes = (...a: unknown[]) => {
+      if (new Error().stack?.includes(".admit")) throw new Error("could not size the cache");
+      return kvBytes(...a);
+    };
+    // Before: the loop met it at every turn (100% of a core) and the request never ended.
+    await expect(engine.generate({ prompt: "Hello", max_tokens: 3 })).rejects.toMatchObject({
+      message: expect.stringContaining("could not size the cache"),
+    });
+    internal.kvBytes = kvBytes;
+    expect((await engine.generate({ prompt: "Hello", max_tokens: 3 })).choices).toHaveLength(1);
+    await scheduler.whenIdle();
+    expect(scheduler.stats()).toMatchObject({ queued: 0, running: 0 });
   });
 });
 

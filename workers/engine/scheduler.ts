@@ -364,11 +364,13 @@ export class Scheduler {
       for (;;) {
         let ranPrefill = false;
         let goesFirst = false;
+        let admitting = true;
         // Everything of a step is in here: before, a throw from admit() or reshape() (a buffer that
         // could not be allocated) rejected the loop, and Node ended the worker with every stream.
         try {
           this.admit();
           this.reshape();
+          admitting = false;
           const canPrefill = this.prefilling !== null;
           const canDecode = this.rows.length > 0;
           if (!canPrefill && !canDecode) break;
@@ -385,6 +387,9 @@ export class Scheduler {
           if (tracing) this.traceStep();
         } catch (e) {
           this.failAll(e);
+          // What admitting met may meet the queued requests again: they end too, rather than the
+          // loop meeting it at every turn for as long as they wait.
+          if (admitting) this.failQueued(e);
         }
         // Prefill chunks and decode steps alternate while both wait: after a pass with a chunk,
         // decode next; after a decode step, the next prompt goes first, also one that arrives
@@ -837,7 +842,7 @@ export class Scheduler {
       prefilled = true;
       // prefillStep marks itself in the trace fields; this is still the decode step's pass.
       const stepStart = this.stepStart;
-      await this.prefillStep(this.prefilling);
+      await this.prefillAlone(this.prefilling);
       this.lastStep = "decode";
       this.stepStart = stepStart;
     };
@@ -949,6 +954,22 @@ export class Scheduler {
     job.done = true;
     job.channel.push({ type: "done", usage: usageOf(job, true) });
     job.channel.end();
+  }
+
+  /** Ends every queued request with `e` (they had used nothing). */
+  private failQueued(e: unknown) {
+    const error =
+      e instanceof EngineError ? e : new EngineError("internal", `scheduling failed: ${(e as Error)?.message ?? e}`);
+    for (const queue of this.queues.values())
+      for (const job of queue.splice(0)) {
+        job.done = true;
+        job.channel.end(
+          Object.assign(new EngineError(error.code, error.message, error.param, error.reason), {
+            usage: usageOf(job, false),
+          }),
+        );
+      }
+    this.queued = 0;
   }
 
   private failAll(e: unknown) {
