@@ -149,9 +149,12 @@ describe("logits processing (exact)", () => {
 
 describe("+Inf logits (a float16 graph that overflowed)", () => {
   it("put the whole mass on the +Inf tokens, evenly, with or without truncation", () => {
-    const l = Float32Array.from([2, Infinity, 1, Infinity, 0, -1, 3, 0.5]);
+    const given = [2, Infinity, 1, Infinity, 0, -1, 3, 0.5];
+    const l = Float32Array.from(given);
     for (const params of [{}, { topP: 0.9 }, { topK: 3 }, { tfs: 0.5 }, { temperature: 0.5 }]) {
       const f = frequencies(params, 4000, l);
+      // The caller's logits are left as they were (a prompt cache keeps them for the next request).
+      expect([...l], JSON.stringify(params)).toEqual(given);
       // Before: NaN probabilities, and the draw's leftover token (id 0, or the least likely).
       expect(f[1]! + f[3]!, JSON.stringify(params)).toBe(1);
       expect(Math.abs(f[1]! - 0.5), JSON.stringify(params)).toBeLessThan(0.05);

@@ -98,7 +98,7 @@ function work(n: number): Float32Array {
 }
 
 export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleContext): SampleResult {
-  const l = processInto(raw, p, ctx, work(raw.length));
+  let l = processInto(raw, p, ctx, work(raw.length));
   let max = -Infinity;
   let argmax = -1;
   for (let i = 0; i < l.length; i++) {
@@ -111,6 +111,12 @@ export function sampleToken(raw: Float32Array, p: SamplingParams, ctx: SampleCon
   // +Inf logits (a float16 graph that overflowed): the whole mass is theirs, shared evenly.
   // Before, exp(Inf − Inf) was NaN, and the draw returned an arbitrary token.
   if (max === Infinity) {
+    // Into the work buffer: processInto hands back the caller's logits themselves when nothing
+    // changes them (a prompt cache keeps them for the next request).
+    if (l === raw) {
+      l = work(raw.length);
+      l.set(raw);
+    }
     for (let i = 0; i < l.length; i++) l[i] = l[i] === Infinity ? 0 : -Infinity;
     max = 0;
   }
