@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import { and, desc, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { BlobStore } from "../blob";
 import type { ImportDto, ImportListQuery } from "../contracts/imports";
 import type { DbOrTx } from "../db/client";
@@ -129,11 +129,10 @@ export async function listImports(db: DbOrTx, input: { teamId: string } & Import
       .from(imports)
       .where(and(eq(imports.id, input.before), eq(imports.teamId, input.teamId)));
     if (!after) throw invalidRequest(`No import with id '${input.before}' to continue after.`, "before");
+    // Compared in SQL, at the column's microseconds: a JavaScript Date keeps milliseconds, and
+    // imports created within the same millisecond were skipped.
     where.push(
-      or(
-        lt(imports.createdAt, after.createdAt),
-        and(eq(imports.createdAt, after.createdAt), lt(imports.id, after.id)),
-      )!,
+      sql`(${imports.createdAt}, ${imports.id}) < (select i.created_at, i.id from imports i where i.id = ${input.before} and i.team_id = ${input.teamId})`,
     );
   }
   const rows = await db

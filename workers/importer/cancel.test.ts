@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBlobStore } from "@/lib/blob";
 import { DeleteSamplesBody } from "@/lib/contracts/deletion";
@@ -110,6 +110,26 @@ describe("cancelling an import", () => {
     const next = await listImports(db, { teamId: team.id, limit: 1, before: first[0]!.id });
     expect(next.map((i) => i.id)).toEqual([other.id]);
     expect(await listImports(db, { teamId: team.id, limit: 1, before: other.id })).toEqual([]);
+    // Created in the same millisecond (one statement, one now()): paged one by one, none skipped.
+    const same = await db.execute<{ id: string }>(sql`
+      insert into imports (id, team_id, pipeline_id, blob_key, bytes, status)
+      select 'imp_same' || g, ${team.id}, ${pipeline.id}, 'imports/x/upload.jsonl', 0, 'READY' from generate_series(1, 3) g
+      returning id`);
+    const paged: string[] = [];
+    for (let before: string | undefined; ;) {
+      const page = await listImports(db, { teamId: team.id, limit: 1, status: "READY", ...(before ? { before } : {}) });
+      if (page.length === 0) break;
+      paged.push(page[0]!.id);
+      before = page[0]!.id;
+    }
+    // Before: the second and third of them skipped.
+    expect(paged).toEqual([
+      ...same
+        .map((r) => r.id)
+        .sort()
+        .reverse(),
+      other.id,
+    ]);
     await expect(listImports(db, { teamId: stranger.id, limit: 1, before: other.id })).rejects.toMatchObject({
       status: 400,
       param: "before",
