@@ -73,6 +73,18 @@ describe("a dataset being packaged when samples it may hold are deleted", () => 
     });
   });
 
+  it("queued (no worker on it): nothing to start over, nothing counted, not marked", async () => {
+    const { db } = world.app;
+    const { team, ids, row } = await packaging(null, DELETION_RESTARTS + 2);
+    await db.execute(sql`update datasets set lease_owner = null, lease_expires_at = now() + interval '30 seconds'
+      where id = ${(await row()).id}`);
+    const waitingUntil = (await row()).leaseExpiresAt;
+    for (let i = 0; i < DELETION_RESTARTS + 1; i++) await deleteSample(db, { teamId: team.id, id: ids[i]! });
+    // Before: each deletion counted a restart (the fourth marked a file that will not hold the
+    // samples) and dropped the retry's wait.
+    expect(await row()).toMatchObject({ restarts: 0, containsDeletedSamples: false, leaseExpiresAt: waitingUntil });
+  });
+
   it("by retention: goes on, marked as holding deleted samples (samples age out every run)", async () => {
     const { row } = await packaging(2);
     expect(await applyRetention(world.app.db)).toBeGreaterThanOrEqual(1);

@@ -89,13 +89,16 @@ async function tellDatasets(tx: DbOrTx, pipelineId: string, ids: string[], reque
     if (row?.hit) hit.push(d.id);
   }
   if (hit.length === 0) return;
-  // Every expression reads the row as it was: `restart` is decided once for all of them.
-  const restart = sql`(status = 'PROCESSING' and restarts < ${DELETION_RESTARTS})`;
+  // Every expression reads the row as it was: `restart` is decided once for all of them. A
+  // PROCESSING dataset no worker holds (queued, or waiting to retry) needs nothing: its next
+  // claim reads the selection without the sample.
+  const leased = sql`(status = 'PROCESSING' and lease_owner is not null)`;
+  const restart = sql`(${leased} and restarts < ${DELETION_RESTARTS})`;
   const told = requeue
     ? sql`
-        contains_deleted_samples = contains_deleted_samples or not ${restart},
+        contains_deleted_samples = contains_deleted_samples or status = 'READY' or (${leased} and not ${restart}),
         restarts = case when ${restart} then restarts + 1 else restarts end,
-        attempts = case when ${restart} and lease_owner is not null then greatest(attempts - 1, 0) else attempts end,
+        attempts = case when ${restart} then greatest(attempts - 1, 0) else attempts end,
         lease_owner = case when ${restart} then null else lease_owner end,
         lease_expires_at = case when ${restart} then null else lease_expires_at end,
         progress = case when ${restart} then 0 else progress end`
