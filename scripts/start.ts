@@ -286,14 +286,18 @@ async function shutdown(code: number): Promise<void> {
 
 let releaseLauncher: (() => void) | undefined;
 
-/** Takes `DATA_DIR/launcher.lock` (one whose process is gone is taken over), or says who holds it. */
+/**
+ * Takes `DATA_DIR/launcher.lock`, or says who holds it. One whose process is gone is taken over,
+ * and so is one not kept fresh for a minute (the holder touches it every 10 s): a container
+ * recreated under a new hostname cannot ask the old one's process, which a stop's timeout killed.
+ */
 function launcherLock(dataDir: string): () => void {
   const file = path.join(dataDir, "launcher.lock");
   for (let tries = 0; tries < 3; tries++) {
-    const release = tryLock(file);
+    const release = tryLock(file, { beatMs: 10_000 });
     if (release) return release;
     const seen = readLock(file);
-    if (seen && !lockAbandoned(seen))
+    if (seen && !lockAbandoned(seen, { staleMs: 60_000 }))
       throw new Error(`Another 'npm start' (pid ${seen.holder?.pid ?? "?"}) is already running on ${dataDir}.`);
     if (seen) takeOverLock(file, seen);
   }
