@@ -46,6 +46,11 @@ export function CreateDatasetButton({
     // In the viewer's time zone, as the filter bar takes them.
     filter.createdAfter ? `after ${new Date(filter.createdAfter).toLocaleString()}` : null,
     filter.createdBefore ? `before ${new Date(filter.createdBefore).toLocaleString()}` : null,
+    filter.generation?.captured !== undefined ? (filter.generation.captured ? "captured" : "not captured") : null,
+    filter.generation?.finishReason ? `finish reason ${filter.generation.finishReason}` : null,
+    filter.generation?.keyId ? `key = ${filter.generation.keyId}` : null,
+    filter.generation?.deployment ? `deployment = ${filter.generation.deployment}` : null,
+    filter.importId ? `import = ${filter.importId}` : null,
     filter.sample ? `random ${filter.sample.size} (seed ${filter.sample.seed})` : null,
   ].filter(Boolean);
   // Until the datasets page has opened: a second click would ask for the same dataset again.

@@ -103,6 +103,8 @@ export function SelectionView({ pipelineId, publicUrl, initial, deployments }: P
                   createdAfter: undefined,
                   createdBefore: undefined,
                   search: undefined,
+                  generation: undefined,
+                  importId: undefined,
                   sampleSize: undefined,
                   sampleSeed: undefined,
                   offset: 0,
