@@ -295,13 +295,18 @@ export const hostedApi: Record<string, Partial<Record<"get" | "post" | "patch" |
   "/v1/blobs/{key}": {
     get: {
       summary: "A dataset file (signed URL of the local blob driver)",
+      description:
+        "One byte range (`Range: bytes=a-b`, `a-` or `-n`) is a 206 with that part and `Content-Range`; a range past the end is a 416; several ranges get the whole file.",
       tags: ["Datasets"],
       auth: "signed",
       path: z.object({ key: z.string() }),
       query: signed,
-      success: "The file",
+      headers: z.object({
+        range: z.string().optional().meta({ description: "One byte range: bytes=a-b, bytes=a- or bytes=-n" }),
+      }),
+      success: "The file (206: the range asked for)",
       responseTypes: { "application/octet-stream": z.string() },
-      errors: [403, 404],
+      errors: [403, 404, 416],
     },
   },
   "/v1/openapi.json": {

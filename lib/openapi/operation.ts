@@ -42,6 +42,7 @@ const ERROR_TEXT: Record<number, string> = {
   422: "The Idempotency-Key was used with another request",
   429: "Rate limited (Retry-After says when to retry)",
   500: "Internal error (the message carries the request id)",
+  416: "The byte range asked for is past the end of the file",
   503: "No live worker can run it",
   507: "The server's disk is nearly full (BLOB_MIN_FREE_BYTES): nothing was stored",
 };

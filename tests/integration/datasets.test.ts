@@ -306,6 +306,7 @@ describe("list, get, download and delete", () => {
     const past = await part(`bytes=${bytes.length}-`);
     expect(past.res.status).toBe(416);
     expect(past.res.headers.get("content-range")).toBe(`bytes */${bytes.length}`);
+    expect(JSON.parse(past.body.toString()).error).toMatchObject({ type: "invalid_request", param: "Range" });
     const several = await part("bytes=0-1,4-5");
     expect(several.res.status).toBe(200);
     expect(several.body.equals(bytes)).toBe(true);

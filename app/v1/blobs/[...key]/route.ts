@@ -29,7 +29,16 @@ export const GET = apiRoute({ auth: "none" }, async ({ req, params }) => {
   // first): 206 with that part. Before, every request got the whole file.
   const range = byteRange(req.headers.get("range"), file.size);
   if (range === "unsatisfiable")
-    return new Response(null, { status: 416, headers: { ...headers, "content-range": `bytes */${file.size}` } });
+    return Response.json(
+      {
+        error: {
+          type: "invalid_request",
+          message: `The range is past the end of the file (${file.size} bytes).`,
+          param: "Range",
+        },
+      },
+      { status: 416, headers: { "content-range": `bytes */${file.size}`, "cache-control": "private, no-store" } },
+    );
   if (range)
     return new Response(file.stream(range), {
       status: 206,
