@@ -4,7 +4,7 @@ import type { Selection } from "../contracts/pipelines";
 import type { DbOrTx } from "../db/client";
 import { notFound } from "../errors";
 import { samplePredicate } from "./sample-predicate";
-import { selectionSource, textArray, whereOf, withinBound } from "./selection-query";
+import { afterSample, selectionSource, textArray, whereOf, withinBound } from "./selection-query";
 
 /**
  * Deleting samples: by id, by selection (the API), by age (retention) and with their pipeline.
@@ -136,12 +136,20 @@ export async function deleteSelection(
   if (!last) return 0;
   const bound = { createdAt: last.created_at, sampleId: last.id };
   let total = 0;
+  // Each batch goes on after the last one's last sample: before, every batch read the pipeline
+  // from its oldest sample again, and a filter no index drives (importId, a label condition over
+  // few samples) read it once per batch.
+  let after: { createdAt: string; id: string } | undefined;
   for (;;) {
     const src = selectionSource(input.pipelineId, filters as Selection, false);
     src.where.push(withinBound(src, bound));
+    if (after) src.where.push(afterSample(src, after));
     const n = await db.transaction(async (tx) => {
-      const rows = await tx.execute<{ id: string }>(sql`
-        select ${src.id} as id from ${src.from} ${whereOf(src)} order by ${src.ts}, ${src.id} limit ${input.batch ?? DELETE_BATCH}`);
+      const rows = await tx.execute<{ id: string; created_at: string }>(sql`
+        select ${src.id} as id, ${src.ts}::text as created_at from ${src.from} ${whereOf(src)}
+        order by ${src.ts}, ${src.id} limit ${input.batch ?? DELETE_BATCH}`);
+      const lastRow = rows.at(-1);
+      if (lastRow) after = { createdAt: lastRow.created_at, id: lastRow.id };
       return {
         found: rows.length,
         deleted: await removeSamples(
