@@ -35,6 +35,25 @@ export function ImportButton({ pipelineId }: { pipelineId: string }) {
       q.state.status === "error" || (q.state.data && q.state.data.status !== "PROCESSING") ? false : 500,
   });
   const done = progress.data !== undefined && progress.data.status !== "PROCESSING";
+  // An import of this pipeline still running (the page reloaded, or opened in another tab): the
+  // button follows it, and the dialog shows its progress and can stop it.
+  const runningElsewhere = useQuery({
+    queryKey: ["imports", pipelineId, "PROCESSING"],
+    queryFn: ({ signal }) =>
+      uiFetch<ImportDto[]>(`/api/ui/imports?pipelineId=${encodeURIComponent(pipelineId)}&status=PROCESSING&limit=1`, {
+        signal,
+      }),
+    enabled: importId === null,
+  });
+  // Imports this button has followed already: a list read before one ended is not taken up again.
+  const followed = useRef(new Set<string>());
+  useEffect(() => {
+    const found = runningElsewhere.data?.[0];
+    if (importId === null && found && !followed.current.has(found.id)) setImportId(found.id);
+  }, [importId, runningElsewhere.data]);
+  useEffect(() => {
+    if (importId) followed.current.add(importId);
+  }, [importId]);
 
   const upload = () => {
     if (!file) return setError("Choose a file.");
