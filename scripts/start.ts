@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       () => void (databaseStarting = null),
     );
   const [demoModel] = await Promise.all([ensureDemoModel(e.DATA_DIR), started]);
-  await migrateDatabase(databaseUrl);
+  await migrateDatabase(databaseUrl, undefined, (line) => console.log(line));
   const handle = connect(databaseUrl, { max: 1 });
   const demo = await seedDemo(handle.db, { demoModel, demoUser });
   if (!demo && (await repointDemoModel(handle.db, demoModel)))
