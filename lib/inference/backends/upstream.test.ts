@@ -18,6 +18,19 @@ const event = (text: string, finish: string | null = null, index = 0) =>
 const usage = (p: number, c: number) =>
   `data: ${JSON.stringify({ id: "cmpl-1", choices: [], usage: { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } })}\n\n`;
 
+describe("an upstream that gives up on a choice", () => {
+  it("is a failure (finish_reason abort or error), not an answer that ended", () => {
+    for (const reason of ["abort", "error"]) {
+      const parser = new UpstreamEventParser(request(), "vLLM");
+      expect(parser.push(event("partial"))).toEqual([{ type: "delta", index: 0, text: "partial" }]);
+      // Before: a "stop", and the partial text taken as complete (and captured).
+      expect(() => parser.push(event("", reason))).toThrow(
+        expect.objectContaining({ status: 502, message: expect.stringContaining(`finish_reason "${reason}"`) }),
+      );
+    }
+  });
+});
+
 describe("an upstream that sends too much", () => {
   it("is cut at a line past MAX_LINE_CHARS, however it arrives", () => {
     const parser = new UpstreamEventParser(request(), "vLLM");

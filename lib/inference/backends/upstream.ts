@@ -694,6 +694,14 @@ export class UpstreamEventParser {
         const logprobs = c.logprobs ? toLogprobs(c.logprobs, this.request.logprobs ?? 0) : undefined;
         if (text || logprobs?.length) this.delta(index, text, logprobs, out);
         if (c.finish_reason && !this.finished.has(index)) {
+          // vLLM's `abort` (the engine dropped the request) and `error`: not an answer that ended,
+          // which the client would take as complete and capture would store as a training sample.
+          if (c.finish_reason === "abort" || c.finish_reason === "error")
+            throw new InferenceError(
+              502,
+              "internal",
+              `the ${this.backend} upstream ended choice ${index} with finish_reason "${c.finish_reason}"`,
+            );
           this.finished.add(index);
           out.push({
             type: "finish",
