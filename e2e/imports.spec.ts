@@ -1,4 +1,4 @@
-import { expect, test } from "@playwright/test";
+import { expect, test, type Page } from "@playwright/test";
 import { createKey, createPipeline, hostedApi, shot, signUp, uniqueEmail } from "./pages";
 
 // A JSONL file uploaded from the pipeline page: upload and import progress, refusals, the new
@@ -38,18 +38,7 @@ test("stops a running import, and shows what it stored", async ({ page, request 
     messages: [{ role: "user", content: "added by the API" }],
   });
   expect(added.status()).toBe(200);
-  const lines = Array.from({ length: 300_000 }, (_, i) =>
-    JSON.stringify({ messages: [{ role: "user", content: `stopped ${i} `.padEnd(120, "x") }] }),
-  );
-  await page.goto(`/pipelines/${pipelineId}`);
-  await page.getByTestId("import-button").click();
-  const dialog = page.getByTestId("import-dialog");
-  await dialog.getByLabel("JSONL file").setInputFiles({
-    name: "many.jsonl",
-    mimeType: "application/x-ndjson",
-    buffer: Buffer.from(lines.join("\n") + "\n"),
-  });
-  await dialog.getByRole("button", { name: "Import" }).click();
+  const dialog = await uploadMany(page, pipelineId, 300_000, "stopped");
   const importedNow = async () =>
     Number(
       (await dialog.getByTestId("import-progress").textContent())
@@ -79,18 +68,7 @@ test("stops a running import, and shows what it stored", async ({ page, request 
 test("an import left running in the background updates the page when it ends", async ({ page }) => {
   await signUp(page, { email: uniqueEmail("bgimport"), teamName: "Background import team" });
   const pipelineId = await createPipeline(page, "background");
-  const lines = Array.from({ length: 100_000 }, (_, i) =>
-    JSON.stringify({ messages: [{ role: "user", content: `background ${i} `.padEnd(120, "x") }] }),
-  );
-  await page.goto(`/pipelines/${pipelineId}`);
-  await page.getByTestId("import-button").click();
-  const dialog = page.getByTestId("import-dialog");
-  await dialog.getByLabel("JSONL file").setInputFiles({
-    name: "many.jsonl",
-    mimeType: "application/x-ndjson",
-    buffer: Buffer.from(lines.join("\n") + "\n"),
-  });
-  await dialog.getByRole("button", { name: "Import" }).click();
+  const dialog = await uploadMany(page, pipelineId, 100_000, "background");
   await expect(dialog.getByTestId("import-status")).toHaveText("PROCESSING", { timeout: 30_000 });
   // Closing does not cancel it: the worker goes on, the button says so and reopens the progress.
   await dialog.getByRole("button", { name: "Run in background" }).click();
@@ -133,3 +111,20 @@ test("shows tool calls in the sample panel, and the API reference", async ({ pag
   await expect(add).toContainText("samples");
   await shot(page, "31-api-reference");
 });
+
+/** Uploads `n` lines of about 120 characters from the pipeline page's import dialog; the dialog. */
+async function uploadMany(page: Page, pipelineId: string, n: number, word: string) {
+  const lines = Array.from({ length: n }, (_, i) =>
+    JSON.stringify({ messages: [{ role: "user", content: `${word} ${i} `.padEnd(120, "x") }] }),
+  );
+  await page.goto(`/pipelines/${pipelineId}`);
+  await page.getByTestId("import-button").click();
+  const dialog = page.getByTestId("import-dialog");
+  await dialog.getByLabel("JSONL file").setInputFiles({
+    name: "many.jsonl",
+    mimeType: "application/x-ndjson",
+    buffer: Buffer.from(lines.join("\n") + "\n"),
+  });
+  await dialog.getByRole("button", { name: "Import" }).click();
+  return dialog;
+}

@@ -23,6 +23,23 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
+/** A new team's pipeline and an import of one line into it, its file in `blobs`. */
+async function oneLineImport(blobs: LocalBlobStore) {
+  const { db } = world.app;
+  const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
+  const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
+  const created = await createImport(db, blobs, {
+    teamId: team.id,
+    pipelineId: pipeline.id,
+    body: (async function* () {
+      yield Buffer.from('{"messages":[{"role":"user","content":"a"}]}\n');
+    })(),
+    maxBytes: 1e6,
+    maxRunning: 10,
+  });
+  return { team, pipeline, created };
+}
+
 describe("an import whose pipeline is deleted while its file uploads", () => {
   for (const purged of [false, true]) {
     it(`is a 404, its file removed, no import left behind (pipeline ${purged ? "purged" : "deleted"})`, async () => {
@@ -58,17 +75,7 @@ describe("an import's file the blob store could not remove", () => {
   it("does not fail the pipeline's deletion, keeps its purge waiting, and is removed by the maintenance", async () => {
     const { db } = world.app;
     const blobs = new FlakyStore(path.join(root, "flaky"));
-    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
-    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
-    const created = await createImport(db, blobs, {
-      teamId: team.id,
-      pipelineId: pipeline.id,
-      body: (async function* () {
-        yield Buffer.from('{"messages":[{"role":"user","content":"a"}]}\n');
-      })(),
-      maxBytes: 1e6,
-      maxRunning: 10,
-    });
+    const { team, pipeline, created } = await oneLineImport(blobs);
     const uploaded = () => readdirSync(path.join(root, "flaky", "imports", created.id)).length;
     expect(uploaded()).toBe(1);
     blobs.down = true;
@@ -90,17 +97,7 @@ describe("an import whose attempt failed", () => {
     const { db } = world.app;
     await db.update(imports).set({ status: "READY" }).where(eq(imports.status, "PROCESSING")); // ours is claimed
     const blobs = new LocalBlobStore(path.join(root, "retry"));
-    const team = await createTeam(db, { slug: `t-${Math.random().toString(36).slice(2, 10)}` });
-    const pipeline = await createPipeline(db, { teamId: team.id, name: "p" });
-    const created = await createImport(db, blobs, {
-      teamId: team.id,
-      pipelineId: pipeline.id,
-      body: (async function* () {
-        yield Buffer.from('{"messages":[{"role":"user","content":"a"}]}\n');
-      })(),
-      maxBytes: 1e6,
-      maxRunning: 10,
-    });
+    const { created } = await oneLineImport(blobs);
     const claim = () => claimImport(db, { owner: "w", leaseSeconds: 30 });
     expect((await claim())?.id).toBe(created.id);
     await releaseImport(db, { id: created.id, owner: "w", countAttempt: false });
