@@ -118,8 +118,12 @@ async function uploadMany(page: Page, pipelineId: string, n: number, word: strin
     JSON.stringify({ messages: [{ role: "user", content: `${word} ${i} `.padEnd(120, "x") }] }),
   );
   await page.goto(`/pipelines/${pipelineId}`);
-  await page.getByTestId("import-button").click();
   const dialog = page.getByTestId("import-dialog");
+  // A click before the page has hydrated opens nothing: click until the dialog is there.
+  await expect(async () => {
+    if (!(await dialog.isVisible())) await page.getByTestId("import-button").click({ timeout: 2_000 });
+    await expect(dialog).toBeVisible({ timeout: 2_000 });
+  }).toPass({ timeout: 30_000 });
   await dialog.getByLabel("JSONL file").setInputFiles({
     name: "many.jsonl",
     mimeType: "application/x-ndjson",
