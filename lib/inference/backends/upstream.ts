@@ -526,6 +526,10 @@ function stringLiteral(s: string, from: number, to: number): string | undefined 
   return typeof v === "string" ? v : undefined;
 }
 
+/** The longest line of an upstream's event stream, and the longest JSON answer, read. */
+export const MAX_LINE_CHARS = 1 << 20;
+export const MAX_ANSWER_CHARS = 8 << 20;
+
 /**
  * The upstream's server-sent events as generation events, fed one network read at a time
  * (`push`): the events of each read come out together, each run of text deltas of a choice
@@ -542,10 +546,6 @@ function stringLiteral(s: string, from: number, to: number): string | undefined 
  * second costs one template a second); a template that never matched is not replaced (a server
  * whose events all differ, or choices that alternate), so such a stream is parsed whole throughout.
  */
-/** The longest line of an upstream's event stream, and the longest JSON answer, read. */
-export const MAX_LINE_CHARS = 1 << 20;
-export const MAX_ANSWER_CHARS = 8 << 20;
-
 export class UpstreamEventParser {
   /** A line begun in an earlier read. */
   private rest = "";
@@ -562,17 +562,18 @@ export class UpstreamEventParser {
   /**
    * Pieces (tokens, or deltas) past which an upstream is taken to ignore max_tokens: twice what
    * was asked, and some; with `echo`, the prompt's tokens come back too (at most 4 per character).
+   * Set once: it was worked out again for every piece.
    */
-  private get maxPieces(): number {
-    const asked = (this.request.max_tokens ?? 16) * (this.request.n ?? 1);
-    const prompt = this.request.echo && typeof this.request.prompt === "string" ? 4 * this.request.prompt.length : 0;
-    return 2 * asked + 16 + prompt * (this.request.n ?? 1);
-  }
+  private readonly maxPieces: number;
 
   constructor(
     private readonly request: GenerationRequestInput,
     private readonly backend: string,
-  ) {}
+  ) {
+    const n = request.n ?? 1;
+    const prompt = request.echo && typeof request.prompt === "string" ? 4 * request.prompt.length : 0;
+    this.maxPieces = 2 * (request.max_tokens ?? 16) * n + 16 + prompt * n;
+  }
 
   /** The events of the lines that `text` completes. */
   push(text: string): GenerationStreamEvent[] {
@@ -581,7 +582,7 @@ export class UpstreamEventParser {
     // again at every read was quadratic in a long line), up to MAX_LINE_CHARS.
     if (text.indexOf("\n") < 0) {
       this.rest += text;
-      if (this.rest.length > MAX_LINE_CHARS) throw this.tooMuch(`a line longer than ${MAX_LINE_CHARS} characters`);
+      this.checkLine();
       return out;
     }
     const buffer = this.rest.length > 0 ? this.rest + text : text;
@@ -632,8 +633,13 @@ export class UpstreamEventParser {
       }
     }
     this.rest = start < buffer.length ? buffer.slice(start) : "";
-    if (this.rest.length > MAX_LINE_CHARS) throw this.tooMuch(`a line longer than ${MAX_LINE_CHARS} characters`);
+    this.checkLine();
     return out;
+  }
+
+  /** The line begun (and not ended) may not grow past MAX_LINE_CHARS. */
+  private checkLine(): void {
+    if (this.rest.length > MAX_LINE_CHARS) throw this.tooMuch(`a line longer than ${MAX_LINE_CHARS} characters`);
   }
 
   /** The upstream sent more than any answer to this request holds: a 502, read no further. */
