@@ -587,7 +587,6 @@ export class Scheduler {
 
   private lastStep: "prefill" | "decode" = "decode";
 
-  /** The next chunk of a job's prompt, or its cached prefill; whether a pass ran. */
   /**
    * A prompt's pass that fails (onnxruntime refusing that prompt, memory for its one long pass)
    * ends that request only: the batch's rows and their caches are not touched by it. Before, it
@@ -597,15 +596,12 @@ export class Scheduler {
     try {
       return await this.prefillStep(job);
     } catch (e) {
-      const error =
-        e instanceof EngineError
-          ? e
-          : new EngineError("internal", `the prompt's pass failed: ${(e as Error)?.message ?? e}`);
-      this.failJob(job, error);
+      this.failJob(job, engineError(e, "the prompt's pass failed"));
       return true;
     }
   }
 
+  /** The next chunk of a job's prompt, or its cached prefill; whether a pass ran. */
   private async prefillStep(job: GenerationJob): Promise<boolean> {
     this.lastStep = "prefill";
     this.stepStart = performance.now();
@@ -958,8 +954,7 @@ export class Scheduler {
 
   /** Ends every queued request with `e` (they had used nothing). */
   private failQueued(e: unknown) {
-    const error =
-      e instanceof EngineError ? e : new EngineError("internal", `scheduling failed: ${(e as Error)?.message ?? e}`);
+    const error = engineError(e, "scheduling failed");
     for (const queue of this.queues.values())
       for (const job of queue.splice(0)) {
         job.done = true;
@@ -973,8 +968,7 @@ export class Scheduler {
   }
 
   private failAll(e: unknown) {
-    const error =
-      e instanceof EngineError ? e : new EngineError("internal", `forward pass failed: ${(e as Error)?.message ?? e}`);
+    const error = engineError(e, "forward pass failed");
     const jobs = new Set<GenerationJob>([...this.rows.map((r) => r.job), ...this.joiners.map((j) => j.row.job)]);
     if (this.prefilling) jobs.add(this.prefilling);
     for (const job of jobs) {
@@ -1044,4 +1038,9 @@ function notANumber(logits: Float32Array): boolean {
 function before(a: readonly number[], b: readonly number[]): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]!;
   return false;
+}
+
+/** `e` as the engine's error: itself, or an internal one that says what failed and why. */
+function engineError(e: unknown, what: string): EngineError {
+  return e instanceof EngineError ? e : new EngineError("internal", `${what}: ${(e as Error)?.message ?? e}`);
 }
